@@ -1,0 +1,243 @@
+package etcd
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+// HealthInput is what the health verdicts are computed from.
+type HealthInput struct {
+	// Snapshot is the latest observation; nil when ObserveErr is set.
+	Snapshot *Snapshot
+	// ObserveErr is why observing failed, if it did.
+	ObserveErr error
+	// Machines are the control-plane Machines.
+	Machines []Machine
+	// Now is the time the verdict is for; evidence older than the snapshot's TTL is not trusted.
+	Now time.Time
+}
+
+// HealthVerdict is the result of AssessHealth: one EtcdMemberHealthy condition per Machine and
+// the EtcdClusterHealthy condition, KCP-compatible in type and reason.
+type HealthVerdict struct {
+	// Machines maps Machine name to its EtcdMemberHealthy condition.
+	Machines map[string]metav1.Condition
+	// Cluster is the EtcdClusterHealthy condition.
+	Cluster metav1.Condition
+	// Members is the per-member classification the verdict is built on; nil when nothing was
+	// observed.
+	Members []MemberHealth
+}
+
+// AssessHealth computes the etcd health conditions for the Machines of one control plane.
+func AssessHealth(in HealthInput) HealthVerdict {
+	if in.Snapshot == nil {
+		return unobservedVerdict(in)
+	}
+	members := AssessMembers(in.Snapshot, in.Now)
+	v := HealthVerdict{Machines: map[string]metav1.Condition{}, Members: members}
+	for _, m := range in.Machines {
+		v.Machines[m.Name] = machineCondition(in.Snapshot, members, m)
+	}
+	v.Cluster = clusterCondition(in, v.Machines, clusterProblems(in, members))
+	return v
+}
+
+func unobservedVerdict(in HealthInput) HealthVerdict {
+	err := in.ObserveErr
+	if err == nil {
+		err = fmt.Errorf("%w: no snapshot and no error given", ErrInvalidInput)
+	}
+	reason := ConditionReasonFor(err)
+	msg := fmt.Sprintf("Failed to observe etcd: %v", err)
+	v := HealthVerdict{Machines: map[string]metav1.Condition{}}
+	for _, m := range in.Machines {
+		if m.Deleting {
+			v.Machines[m.Name] = deletingCondition()
+			continue
+		}
+		v.Machines[m.Name] = memberCondition(metav1.ConditionUnknown, reason, msg)
+	}
+	v.Cluster = metav1.Condition{Type: v1alpha1.EtcdClusterHealthyCondition, Status: metav1.ConditionUnknown, Reason: reason, Message: msg}
+	return v
+}
+
+func machineCondition(s *Snapshot, members []MemberHealth, m Machine) metav1.Condition {
+	switch {
+	case m.Deleting:
+		return deletingCondition()
+	case m.Provisioning():
+		return memberCondition(metav1.ConditionUnknown, v1alpha1.EtcdMemberInspectionFailedReason, waitingForNodeMessage(m))
+	}
+	mh, ok := memberOnNode(members, m.NodeName)
+	if !ok {
+		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason,
+			fmt.Sprintf("Etcd reports the cluster is composed of %s, but no member is hosted on Node %s of Machine %s", memberNames(s.Members), m.NodeName, m.Name))
+	}
+	switch {
+	case mh.Health == Unknown:
+		return memberCondition(metav1.ConditionUnknown, v1alpha1.EtcdMemberInspectionFailedReason, capitalize(mh.Message))
+	case mh.Health == Unhealthy:
+		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason, capitalize(mh.Message))
+	case mh.Member.IsLearner:
+		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason, "Waiting for learner etcd member to be promoted")
+	}
+	return memberCondition(metav1.ConditionTrue, v1alpha1.EtcdMemberHealthyReason, "")
+}
+
+func waitingForNodeMessage(m Machine) string {
+	if m.ProviderID != "" {
+		return fmt.Sprintf("Waiting for a Node with spec.providerID %s to exist", m.ProviderID)
+	}
+	return "Waiting for the Machine to report spec.providerID"
+}
+
+func deletingCondition() metav1.Condition {
+	return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberDeletingReason, "Machine is deleting")
+}
+
+func memberCondition(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.EtcdMemberHealthyCondition, Status: status, Reason: reason, Message: msg}
+}
+
+func memberOnNode(members []MemberHealth, nodeName string) (MemberHealth, bool) {
+	for _, mh := range members {
+		if nodeName != "" && mh.Member.NodeName == nodeName {
+			return mh, true
+		}
+	}
+	return MemberHealth{}, false
+}
+
+// clusterProblems are the cluster-wide findings that no single Machine's condition shows.
+func clusterProblems(in HealthInput, members []MemberHealth) []string {
+	s := in.Snapshot
+	var problems []string
+	problems = append(problems, ghostProblems(in, members)...)
+	a := newAgreement(s)
+	if a.clusterIDTie || distinctClusterIDs(s) > 1 {
+		problems = append(problems, "Members report different cluster IDs (split brain)")
+	}
+	if a.listsDiffer {
+		problems = append(problems, "Members disagree on the member list")
+	}
+	if s.LeaderID == 0 && !s.Blind(BlindSpotLeader) && len(s.Members) > 0 {
+		problems = append(problems, "Etcd has no leader")
+	}
+	return problems
+}
+
+// ghostProblems reports members no Machine accounts for: members that never started, and
+// members on no Machine's Node. While a Machine is provisioning its member may not be mapped yet,
+// so an unmatched member is only a problem when no Machine is provisioning (as KCP does).
+func ghostProblems(in HealthInput, members []MemberHealth) []string {
+	provisioning := slices.ContainsFunc(in.Machines, Machine.Provisioning)
+	var problems []string
+	for _, mh := range members {
+		m := mh.Member
+		switch {
+		case !m.Started():
+			problems = append(problems, fmt.Sprintf("Etcd member %x was added but never started", m.ID))
+		case !provisioning && !hasMachineOnNode(in.Machines, m.NodeName):
+			problems = append(problems, fmt.Sprintf("Etcd member %s has no corresponding Machine", m.Name))
+		}
+	}
+	return problems
+}
+
+func hasMachineOnNode(machines []Machine, nodeName string) bool {
+	return nodeName != "" && slices.ContainsFunc(machines, func(m Machine) bool { return m.NodeName == nodeName })
+}
+
+func distinctClusterIDs(s *Snapshot) int {
+	ids := map[uint64]bool{}
+	for _, ev := range answered(s) {
+		if ev.ClusterID != 0 {
+			ids[ev.ClusterID] = true
+		}
+	}
+	return len(ids)
+}
+
+// clusterCondition aggregates Machine conditions and cluster problems: any problem or unhealthy
+// member makes it False, otherwise any unknown makes it Unknown. Deleting Machines are expected
+// to lose their member and do not count.
+func clusterCondition(in HealthInput, machines map[string]metav1.Condition, problems []string) metav1.Condition {
+	var notHealthy, unknown []string
+	for _, name := range sortedKeys(machines) {
+		c := machines[name]
+		switch {
+		case c.Reason == v1alpha1.EtcdMemberDeletingReason:
+		case c.Status == metav1.ConditionFalse:
+			notHealthy = append(notHealthy, fmt.Sprintf("Machine %s: %s", name, c.Message))
+		case c.Status == metav1.ConditionUnknown:
+			unknown = append(unknown, fmt.Sprintf("Machine %s: %s", name, c.Message))
+		}
+	}
+	cond := metav1.Condition{Type: v1alpha1.EtcdClusterHealthyCondition}
+	switch {
+	case len(problems) > 0 || len(notHealthy) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.EtcdClusterNotHealthyReason
+		cond.Message = bullets(append(append(problems, notHealthy...), unknown...))
+	case len(unknown) > 0:
+		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.EtcdClusterHealthUnknownReason
+		cond.Message = bullets(unknown)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.EtcdClusterHealthyReason
+	}
+	if blind := blindSpotNote(in.Snapshot); blind != "" {
+		cond.Message = strings.TrimSpace(cond.Message + "\n" + blind)
+	}
+	return cond
+}
+
+// blindSpotNote states what the backend cannot see, so a healthy verdict never claims more than
+// was checked.
+func blindSpotNote(s *Snapshot) string {
+	if len(s.BlindSpots) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(s.BlindSpots))
+	for _, b := range s.BlindSpots {
+		names = append(names, blindSpotText[b])
+	}
+	return fmt.Sprintf("Not checked by the %s backend: %s", s.Backend, strings.Join(names, ", "))
+}
+
+var blindSpotText = map[BlindSpot]string{
+	BlindSpotGhostMembers: "etcd members that no Node hosts (ghost members) are invisible to it",
+	BlindSpotMemberLists:  "whether members agree on the member list",
+	BlindSpotClusterID:    "whether members agree on the cluster ID",
+	BlindSpotAlarms:       "etcd alarms",
+	BlindSpotLeader:       "which member leads",
+}
+
+func bullets(lines []string) string {
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, "* "+l)
+	}
+	return strings.Join(out, "\n")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,28 @@
+package etcd
+
+import (
+	"errors"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+// Error classes every backend wraps its errors in (fmt.Errorf("%w: ...", ErrUnreachable)), so a
+// caller can branch with errors.Is without knowing the backend.
+var (
+	// ErrUnreachable: etcd (or the workload apiserver in front of it) could not be reached.
+	ErrUnreachable = errors.New("cannot reach etcd")
+	// ErrRefused: etcd answered and refused the request.
+	ErrRefused = errors.New("etcd refused the request")
+	// ErrInvalidInput: the request or the configuration is wrong (missing CA Secret, Node
+	// without a member, ...); retrying without a change will not help.
+	ErrInvalidInput = errors.New("invalid input")
+)
+
+// ConditionReasonFor maps an observation error to the EtcdClusterHealthy reason KCP uses for
+// it: ConnectionDown when etcd cannot be reached, InspectionFailed otherwise.
+func ConditionReasonFor(err error) string {
+	if errors.Is(err, ErrUnreachable) {
+		return v1alpha1.EtcdClusterConnectionDownReason
+	}
+	return v1alpha1.EtcdClusterInspectionFailedReason
+}
