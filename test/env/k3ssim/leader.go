@@ -1,0 +1,70 @@
+package k3ssim
+
+import "context"
+
+// leaderDuties is what only the raft leader's K3s does each tick: write EtcdIsVoter on the
+// etcd Nodes (unless the condition writer was stopped) and try to promote every learner
+// (contract, "Node condition EtcdIsVoter" and "Joining and learners").
+func (s *Simulator) leaderDuties(ctx context.Context, members []member) {
+	leaderID, err := s.etcd.leaderID(ctx, members)
+	if err != nil {
+		s.log.Error(err, "No etcd leader, skipping leader duties")
+		return
+	}
+	if !s.leaderProcessRuns(leaderID, members) {
+		return
+	}
+	if s.ConditionWriterRunning() {
+		if err := s.writeVoterConditions(ctx, members); err != nil {
+			s.log.Error(err, "Failed to write EtcdIsVoter conditions")
+		}
+	}
+	s.promoteLearners(ctx, members)
+}
+
+// leaderProcessRuns reports whether the leader member belongs to a running simulated server.
+func (s *Simulator) leaderProcessRuns(leaderID uint64, members []member) bool {
+	for _, m := range members {
+		if m.ID != leaderID {
+			continue
+		}
+		srv, ok := s.serverForMember(m.Name)
+		return ok && srv.running
+	}
+	return false
+}
+
+// promoteLearners calls MemberPromote on every learner; etcd refuses learners that have not
+// caught up (ErrLearnerNotReady) and the next tick tries again.
+func (s *Simulator) promoteLearners(ctx context.Context, members []member) {
+	for _, m := range members {
+		if !m.IsLearner {
+			continue
+		}
+		if err := s.etcd.promoteMember(ctx, m.ID); err != nil {
+			s.log.V(4).Info("Learner not promoted yet", "memberName", m.Name, "err", err.Error())
+			continue
+		}
+		s.log.Info("Promoted etcd learner", "memberName", m.Name)
+	}
+}
+
+// StopConditionWriter stops the leader's EtcdIsVoter writes (fault: the heartbeat goes
+// stale); learner promotion goes on.
+func (s *Simulator) StopConditionWriter() { s.setConditionWriter(false) }
+
+// StartConditionWriter resumes the leader's EtcdIsVoter writes.
+func (s *Simulator) StartConditionWriter() { s.setConditionWriter(true) }
+
+// ConditionWriterRunning reports whether the leader writes EtcdIsVoter.
+func (s *Simulator) ConditionWriterRunning() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conditionWriter
+}
+
+func (s *Simulator) setConditionWriter(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conditionWriter = on
+}

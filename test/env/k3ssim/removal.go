@@ -1,0 +1,183 @@
+package k3ssim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// syncRemoval is the member controller's reaction to a change of a Node that carries the etcd
+// label and the `remove` annotation (contract, "Removal by annotation", steps 1–6).
+func (s *Simulator) syncRemoval(ctx context.Context, node *corev1.Node) error {
+	if _, ok := node.Labels[EtcdRoleLabel]; !ok {
+		return nil
+	}
+	remove, ok := node.Annotations[s.profile.Keys.Remove]
+	if !ok {
+		return nil
+	}
+	if s.profile.Removal == RemovalLegacy {
+		return s.syncRemovalLegacy(ctx, node, remove)
+	}
+	return s.syncRemovalCurrent(ctx, node, remove)
+}
+
+// syncRemovalLegacy is K3s 1.22 – 1.28.2: removed-node-name is looked at before node-name, so
+// a removed Node (no node-name any more) is a quiet no-op, and a rejoin sets remove="false".
+func (s *Simulator) syncRemovalLegacy(ctx context.Context, node *corev1.Node, remove string) error {
+	keys := s.profile.Keys
+	if removed, ok := node.Annotations[keys.RemovedNodeName]; ok {
+		if name, ok := node.Annotations[keys.NodeName]; ok && name != removed {
+			s.log.Info("Node rejoined under a new member name, resetting removal", "node", node.Name, "memberName", name)
+			return sameVersion(node).remove(keys.RemovedNodeName).add(keys.Remove, "false").apply(ctx, s.client, node)
+		}
+		return nil
+	}
+	if !strings.EqualFold(remove, "true") {
+		return nil
+	}
+	name, address, err := s.nameAndAddress(node)
+	if err != nil {
+		return err
+	}
+	// Legacy K3s has no special case for a rejection: it is requeued like any other error.
+	if err := s.removePeer(ctx, name, address); err != nil {
+		return err
+	}
+	return s.patchRemoved(ctx, node, name)
+}
+
+// syncRemovalCurrent is K3s 1.28.3 and later. node-name/node-address are required first
+// whenever `remove` is present (step 1); on 1.28.3 – 1.34.1 a removed Node keeps
+// remove="true" without node-name, so this requeues it forever until the server rejoins.
+func (s *Simulator) syncRemovalCurrent(ctx context.Context, node *corev1.Node, remove string) error {
+	keys := s.profile.Keys
+	name, address, err := s.nameAndAddress(node)
+	if err != nil {
+		return err
+	}
+	if removed, ok := node.Annotations[keys.RemovedNodeName]; ok {
+		if removed == name {
+			return nil
+		}
+		// Step 2: the Node rejoined under a new member name.
+		s.log.Info("Node rejoined under a new member name, resetting removal", "node", node.Name, "memberName", name)
+		return sameVersion(node).remove(keys.RemovedNodeName).remove(keys.Remove).apply(ctx, s.client, node)
+	}
+	if !strings.EqualFold(remove, "true") {
+		return nil
+	}
+	if err := s.removePeer(ctx, name, address); err != nil {
+		if !isRejection(err) {
+			return err // Step 6: requeued with backoff, only logged.
+		}
+		// Step 5: only the log says why; `remove` goes, no removed-node-name is written.
+		s.log.Error(err, "Etcd member removal rejected, clearing remove annotation", "node", node.Name, "memberName", name)
+		return sameVersion(node).remove(keys.Remove).apply(ctx, s.client, node)
+	}
+	return s.patchRemoved(ctx, node, name)
+}
+
+// nameAndAddress returns node-name and node-address, or the step-1 error (requeue with
+// backoff, nothing written).
+func (s *Simulator) nameAndAddress(node *corev1.Node) (name, address string, err error) {
+	name, ok := node.Annotations[s.profile.Keys.NodeName]
+	if !ok {
+		return "", "", fmt.Errorf("node name annotation for node %s not found", node.Name)
+	}
+	address, ok = node.Annotations[s.profile.Keys.NodeAddress]
+	if !ok {
+		return "", "", fmt.Errorf("node address annotation for node %s not found", node.Name)
+	}
+	return name, address, nil
+}
+
+// patchRemoved writes step 4 in one JSON patch: removed-node-name added, node-name and
+// node-address removed, and `remove` removed only from 1.34.2 / 1.32.10 on.
+func (s *Simulator) patchRemoved(ctx context.Context, node *corev1.Node, name string) error {
+	keys := s.profile.Keys
+	patch := sameVersion(node).add(keys.RemovedNodeName, name).remove(keys.NodeName).remove(keys.NodeAddress)
+	if s.profile.Removal == RemovalLeaderAware {
+		patch = patch.remove(keys.Remove)
+	}
+	return patch.apply(ctx, s.client, node)
+}
+
+// removePeer removes the member whose name is name AND whose peer URL host is address; a
+// member that is not found counts as removed (step 3). On the leader-aware profile leadership
+// is moved off the member first. The removed server then tombstones at once, under opMu, so
+// its metadata controller cannot write node-name back.
+func (s *Simulator) removePeer(ctx context.Context, name, address string) error {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	members, err := s.etcd.members(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		if m.Name != name || !m.hasPeerHost(address) {
+			continue
+		}
+		if s.profile.Removal == RemovalLeaderAware {
+			if err := s.moveLeadershipOff(ctx, m, members); err != nil {
+				return err
+			}
+		}
+		if err := s.etcd.removeMember(ctx, m.ID); err != nil {
+			return err
+		}
+		s.log.Info("Removed etcd member", "memberName", name, "address", address)
+		s.tombstoneLocked(ctx, m.Name)
+		return nil
+	}
+	return nil
+}
+
+// moveLeadershipOff moves leadership from m to another started voter when m is the leader
+// (K3s 1.34.2 / 1.32.10 and later). Without another voter the removal is rejected.
+func (s *Simulator) moveLeadershipOff(ctx context.Context, m member, members []member) error {
+	leaderID, err := s.etcd.leaderID(ctx, members)
+	if err != nil {
+		return err
+	}
+	if leaderID != m.ID {
+		return nil
+	}
+	var candidates []member
+	for _, c := range members {
+		if c.ID != m.ID && !c.IsLearner && len(c.ClientURLs) > 0 {
+			candidates = append(candidates, c)
+		}
+	}
+	if len(candidates) == 0 {
+		return errNoOtherVoter
+	}
+	for _, c := range candidates {
+		if _, err := s.etcd.status(ctx, c.ClientURLs[0]); err != nil {
+			continue
+		}
+		if err := s.etcd.moveLeader(ctx, m, c.ID); err != nil {
+			return err
+		}
+		s.countLeaderMove()
+		s.log.Info("Moved etcd leadership before removal", "from", m.Name, "to", c.Name)
+		return nil
+	}
+	return fmt.Errorf("failed to move etcd leadership off %s: no other voter answers", m.Name)
+}
+
+// LeaderMoves returns how often the member controller moved leadership off a member it was
+// about to remove (only the 1.34.2+ / 1.32.10+ profile does).
+func (s *Simulator) LeaderMoves() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaderMoves
+}
+
+func (s *Simulator) countLeaderMove() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaderMoves++
+}

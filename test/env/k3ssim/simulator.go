@@ -1,0 +1,240 @@
+package k3ssim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Defaults are K3s's own intervals (contract); tests set short ones through Options.
+const (
+	// DefaultTick is how often the leader's K3s writes EtcdIsVoter and promotes learners.
+	DefaultTick = 15 * time.Second
+	// DefaultHeartbeatInterval is how often an unchanged EtcdIsVoter is re-written.
+	DefaultHeartbeatInterval = 5 * time.Minute
+	// DefaultCallTimeout bounds every etcd and apiserver call of the simulator.
+	DefaultCallTimeout = 5 * time.Second
+	// DefaultRequeueBaseDelay and DefaultRequeueMaxDelay bound the member controller's
+	// exponential backoff, like client-go's default controller rate limiter used by wrangler.
+	DefaultRequeueBaseDelay = 5 * time.Millisecond
+	// DefaultRequeueMaxDelay is the longest backoff between two failed syncs of one Node.
+	DefaultRequeueMaxDelay = 1000 * time.Second
+)
+
+// Options configure a Simulator.
+type Options struct {
+	// Version is the simulated K3s/RKE2 version, e.g. "v1.33.4+k3s1"; it selects the Profile.
+	Version string
+	// RESTConfig reaches the workload cluster's kube-apiserver.
+	RESTConfig *rest.Config
+	// Etcd is the etcd cluster the simulated servers run.
+	Etcd EtcdCluster
+	// Kubelet keeps Nodes Ready; when nil, the simulator writes the Ready condition itself.
+	Kubelet Kubelet
+	// Tick is the leader's EtcdIsVoter/promotion period and the metadata/tombstone period.
+	Tick time.Duration
+	// HeartbeatInterval is how often an unchanged EtcdIsVoter condition is re-written.
+	HeartbeatInterval time.Duration
+	// CallTimeout bounds each etcd call, including the Status health check.
+	CallTimeout time.Duration
+	// RequeueBaseDelay and RequeueMaxDelay bound the member controller's backoff.
+	RequeueBaseDelay, RequeueMaxDelay time.Duration
+	// Logger receives the simulator's log, which is where K3s reports rejections.
+	Logger logr.Logger
+}
+
+// withDefaults fills unset options.
+func (o Options) withDefaults() Options {
+	setDefault(&o.Tick, DefaultTick)
+	setDefault(&o.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDefault(&o.CallTimeout, DefaultCallTimeout)
+	setDefault(&o.RequeueBaseDelay, DefaultRequeueBaseDelay)
+	setDefault(&o.RequeueMaxDelay, DefaultRequeueMaxDelay)
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Simulator plays the K3s processes of every etcd server of one cluster, all on one version.
+type Simulator struct {
+	opts    Options
+	profile Profile
+	client  client.Client
+	scheme  *runtime.Scheme
+	etcd    *etcdOps
+	kubelet Kubelet
+	log     logr.Logger
+
+	// opMu serializes membership changes (removal + tombstone, rejoin) with the metadata
+	// pass, so a removed server never re-annotates its Node after K3s cleared node-name.
+	opMu sync.Mutex
+
+	mu              sync.Mutex
+	servers         map[string]*server
+	conditionWriter bool
+	requeues        map[string]int
+	leaderMoves     int
+	memberCtl       *memberController
+	cancel          context.CancelFunc
+	done            chan struct{}
+}
+
+// New returns a Simulator for opts; Start runs it.
+func New(opts Options) (*Simulator, error) {
+	opts = opts.withDefaults()
+	profile, err := ParseProfile(opts.Version)
+	if err != nil {
+		return nil, err
+	}
+	if opts.RESTConfig == nil || opts.Etcd == nil {
+		return nil, errors.New("invalid argument: k3ssim.New needs Options.RESTConfig and Options.Etcd")
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to build scheme: %w", err)
+	}
+	c, err := client.New(opts.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create workload cluster client: %w", err)
+	}
+	s := &Simulator{
+		opts: opts, profile: profile, client: c, scheme: scheme, log: opts.Logger,
+		servers: map[string]*server{}, conditionWriter: true, requeues: map[string]int{},
+	}
+	s.kubelet = opts.Kubelet
+	if s.kubelet == nil {
+		s.kubelet = &readyWriter{client: c}
+	}
+	return s, nil
+}
+
+// Profile returns the simulated version's profile.
+func (s *Simulator) Profile() Profile { return s.profile }
+
+// Start discovers the servers from the etcd member list (member names `<node>-<8 hex>`),
+// registers their Nodes (Ready, kubeletVersion), runs one metadata pass and starts the
+// per-tick loop and the member controller. It returns once the Nodes carry their metadata.
+func (s *Simulator) Start(ctx context.Context) error {
+	cli, err := s.opts.Etcd.NewClient(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to create etcd client: %w", err)
+	}
+	s.etcd = &etcdOps{cluster: s.opts.Etcd, cli: cli, timeout: s.opts.CallTimeout}
+	members, err := s.etcd.members(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		if err := s.addServer(ctx, m); err != nil {
+			return err
+		}
+	}
+	s.syncServers(ctx)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.mu.Lock()
+	s.cancel, s.done = cancel, make(chan struct{})
+	s.mu.Unlock()
+	go s.run(runCtx)
+	return s.StartMemberController(ctx)
+}
+
+// Stop stops every loop and closes the etcd client; the etcd cluster keeps running.
+func (s *Simulator) Stop() {
+	s.StopMemberController()
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	if s.etcd != nil {
+		_ = s.etcd.cli.Close()
+	}
+}
+
+// memberNamePattern is K3s's member name `<node-name>-<8 hex chars>`.
+var memberNamePattern = regexp.MustCompile(`^(.+)-[0-9a-f]{8}$`)
+
+// addServer registers a running server for an existing member.
+func (s *Simulator) addServer(ctx context.Context, m member) error {
+	parts := memberNamePattern.FindStringSubmatch(m.Name)
+	if parts == nil {
+		return fmt.Errorf("etcd member %q is not named <node>-<8 hex> as K3s names members", m.Name)
+	}
+	ip, err := peerIP(m)
+	if err != nil {
+		return err
+	}
+	srv := &server{node: parts[1], ip: ip, member: m.Name, running: true}
+	s.mu.Lock()
+	s.servers[srv.node] = srv
+	s.mu.Unlock()
+	return s.registerNode(ctx, srv.node, ip)
+}
+
+// Servers returns the simulated servers' Node names, sorted.
+func (s *Simulator) Servers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.servers))
+	for n := range s.servers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// MemberName returns the current etcd member name of a server and whether its K3s runs
+// (false after its member was removed, until RestartServer).
+func (s *Simulator) MemberName(node string) (name string, running bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	srv, ok := s.servers[node]
+	if !ok {
+		return "", false
+	}
+	return srv.member, srv.running
+}
+
+// run is the per-tick loop of all simulated K3s processes.
+func (s *Simulator) run(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.tick(ctx)
+		}
+	}
+}
+
+// tick runs, in order: every running server's tombstone check and metadata controller, then
+// the raft leader's duties (EtcdIsVoter, learner promotion).
+func (s *Simulator) tick(ctx context.Context) {
+	members := s.syncServers(ctx)
+	if members == nil {
+		return
+	}
+	s.leaderDuties(ctx, members)
+}
