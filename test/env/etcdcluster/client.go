@@ -1,0 +1,117 @@
+package etcdcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
+)
+
+// DialTimeout bounds how long a client built here waits for its first connection.
+const DialTimeout = 5 * time.Second
+
+// ClientKeyPair returns the client certificate of the cluster's clients, issued with KCP's
+// CommonName (pki.KCPClientCommonName).
+func (c *Cluster) ClientKeyPair() pki.KeyPair { return c.settings.client }
+
+// ClientTLSConfig returns a TLS configuration presenting the cluster's client certificate and
+// verifying the server against the cluster CA. serverName is the name to verify, e.g. a node
+// name when dialling through a port-forward; empty means the dialled host.
+func (c *Cluster) ClientTLSConfig(serverName string) (*tls.Config, error) {
+	return c.settings.ca.ClientTLSConfig(c.settings.client, serverName)
+}
+
+// ClientConfig returns a clientv3 configuration for endpoints (host:port or URLs); with none,
+// for every running member.
+func (c *Cluster) ClientConfig(endpoints ...string) (clientv3.Config, error) {
+	if len(endpoints) == 0 {
+		endpoints = c.runningEndpoints()
+	}
+	return c.settings.clientConfig(endpoints)
+}
+
+// clientConfig builds a clientv3 configuration with the cluster's client certificate.
+func (s *settings) clientConfig(endpoints []string) (clientv3.Config, error) {
+	if len(endpoints) == 0 {
+		return clientv3.Config{}, fmt.Errorf("failed to build etcd client config: no running member")
+	}
+	tlsConfig, err := s.ca.ClientTLSConfig(s.client, "")
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	return clientv3.Config{
+		Endpoints:   endpoints,
+		TLS:         tlsConfig,
+		DialTimeout: DialTimeout,
+		// Block so that a client is only returned once it is connected and TLS succeeded;
+		// tests then see a rejected certificate as an error from NewClient.
+		DialOptions: []grpc.DialOption{grpc.WithBlock()}, //nolint:staticcheck // see above
+		Logger:      zap.NewNop(),
+	}, nil
+}
+
+// NewClient returns a client, closed by the caller, for the given endpoints; with none, for
+// every running member.
+func (c *Cluster) NewClient(ctx context.Context, endpoints ...string) (*clientv3.Client, error) {
+	cfg, err := c.ClientConfig(endpoints...)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(ctx, cfg)
+}
+
+// newClient connects a client with cfg, bounded by ctx.
+func newClient(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
+	cfg.Context = ctx
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to connect to etcd %v: %w", cfg.Endpoints, err)
+	}
+	return cli, nil
+}
+
+// ClientConfig returns a clientv3 configuration for this member only.
+func (m *Member) ClientConfig() (clientv3.Config, error) {
+	return m.settings.clientConfig([]string{m.ClientURL()})
+}
+
+// NewClient returns a client, closed by the caller, connected to this member only.
+func (m *Member) NewClient(ctx context.Context) (*clientv3.Client, error) {
+	cfg, err := m.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(ctx, cfg)
+}
+
+// ClusterID returns the cluster ID reported by the running members.
+func (c *Cluster) ClusterID(ctx context.Context) (uint64, error) {
+	cli, err := c.NewClient(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("failed to list etcd members: %w", err)
+	}
+	return resp.Header.ClusterId, nil
+}
+
+// runningEndpoints returns the client URLs of running voting members: learners reject most
+// RPCs, and the client would round-robin onto them.
+func (c *Cluster) runningEndpoints() []string {
+	var eps []string
+	for _, m := range c.Members() {
+		if e := m.Etcd(); e != nil && !e.Server.IsLearner() {
+			eps = append(eps, m.ClientURL())
+		}
+	}
+	return eps
+}

@@ -1,0 +1,62 @@
+package etcdcluster
+
+import (
+	"net/url"
+	"path/filepath"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// settings are the cluster-wide parts of every member's configuration.
+type settings struct {
+	ca                *pki.CA
+	client            pki.KeyPair
+	dir               string
+	token             string
+	caFile            string
+	tickMs            uint
+	electionMs        uint
+	quotaBackendBytes int64
+}
+
+// embedConfig builds the member's etcd configuration. Only the data directory is state: the
+// same configuration restarts the member on the same ports.
+func (m *Member) embedConfig() *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name = m.Name()
+	cfg.Dir = m.DataDir()
+	cfg.ListenClientUrls = []url.URL{m.client}
+	cfg.AdvertiseClientUrls = []url.URL{m.client}
+	cfg.ListenPeerUrls = []url.URL{m.peer}
+	cfg.AdvertisePeerUrls = []url.URL{m.peer}
+	cfg.InitialCluster = m.initialCluster
+	cfg.ClusterState = m.clusterState
+	cfg.InitialClusterToken = m.settings.token
+	cfg.ClientTLSInfo = m.tlsInfo("server")
+	cfg.PeerTLSInfo = m.tlsInfo("peer")
+	cfg.TickMs = m.settings.tickMs
+	cfg.ElectionMs = m.settings.electionMs
+	cfg.QuotaBackendBytes = m.settings.quotaBackendBytes
+	// Quiet: tests read etcd's errors only.
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
+	// Fewer goroutines and listeners, and no fsync: test data need not survive a power cut.
+	cfg.EnableGRPCGateway = false
+	cfg.UnsafeNoFsync = true
+	return cfg
+}
+
+// tlsInfo returns the TLS files of kind "server" or "peer", with client certificates required.
+func (m *Member) tlsInfo(kind string) transport.TLSInfo {
+	return transport.TLSInfo{
+		CertFile:       filepath.Join(m.certDir(), kind+".crt"),
+		KeyFile:        filepath.Join(m.certDir(), kind+".key"),
+		TrustedCAFile:  m.settings.caFile,
+		ClientCertAuth: true,
+	}
+}
+
+// certDir holds the member's certificates; it is outside the data directory so Wipe keeps them.
+func (m *Member) certDir() string { return filepath.Join(m.dir, "pki") }

@@ -1,0 +1,84 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// RaiseNoSpace raises a NOSPACE alarm for the named member, exactly as etcd's own quota check
+// does: clientv3 has no call for it, but the Maintenance.Alarm RPC accepts ACTIVATE, and the
+// alarm goes through raft, so every member reports it in AlarmList and the cluster refuses
+// writes until it is disarmed (clientv3 AlarmDisarm).
+func (c *Cluster) RaiseNoSpace(ctx context.Context, name string) error {
+	m := c.Member(name)
+	if m == nil {
+		return fmt.Errorf("failed to raise NOSPACE: no etcd member %s", name)
+	}
+	cli, err := c.NewClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = pb.NewMaintenanceClient(cli.ActiveConnection()).Alarm(ctx, &pb.AlarmRequest{
+		Action: pb.AlarmRequest_ACTIVATE, MemberID: m.ID(), Alarm: pb.AlarmType_NOSPACE,
+	})
+	if err != nil {
+		return fmt.Errorf("failed to raise NOSPACE for etcd member %s: %w", name, err)
+	}
+	return nil
+}
+
+// AddGhostLearner adds a learner whose peer URL nobody listens on, as a failed join leaves
+// behind (KCP issues 13221/13667): it has an empty name and never starts. etcd allows one
+// learner at a time, so AddLearner fails until the ghost is removed. It returns the ghost's
+// member ID and peer URL.
+func (c *Cluster) AddGhostLearner(ctx context.Context) (uint64, string, error) {
+	port, err := ports.allocate(DefaultIP)
+	if err != nil {
+		return 0, "", err
+	}
+	u := httpsURL(DefaultIP, port)
+	peerURL := u.String()
+	resp, err := c.memberAddAsLearner(ctx, peerURL)
+	if err != nil {
+		return 0, "", err
+	}
+	return resp.Member.ID, peerURL, nil
+}
+
+// memberAddAsLearner adds a learner with the given peer URL through the running voters.
+func (c *Cluster) memberAddAsLearner(ctx context.Context, peerURL string) (*clientv3.MemberAddResponse, error) {
+	cli, err := c.NewClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	resp, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil {
+		return nil, fmt.Errorf("failed to add etcd learner %s: %w", peerURL, err)
+	}
+	return resp, nil
+}
+
+// StartSeparate starts a separate single-member cluster, with its own cluster ID but the same
+// CA, whose member is named after nodeName: the target of a split brain, where a Node's etcd
+// Pod answers from another cluster. Clients of this cluster's CA and client certificate are
+// accepted by it. Close also closes it.
+func (c *Cluster) StartSeparate(ctx context.Context, nodeName string) (*Cluster, error) {
+	s, err := Start(ctx, Options{
+		Members:    []MemberSpec{{NodeName: nodeName}},
+		CA:         c.settings.ca,
+		TickMs:     c.settings.tickMs,
+		ElectionMs: c.settings.electionMs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to start separate etcd cluster: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.separates = append(c.separates, s)
+	return s, nil
+}

@@ -1,0 +1,111 @@
+package etcdcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// promoteRetryInterval is how often PromoteMember asks again while etcd says the learner has
+// not caught up yet.
+const promoteRetryInterval = 100 * time.Millisecond
+
+// AddLearner adds a member as a learner (MemberAddAsLearner) and starts it, as kubeadm join
+// and a restarted K3s server do, and waits until it serves clients. It fails while another
+// learner exists (etcd allows one).
+func (c *Cluster) AddLearner(ctx context.Context, spec MemberSpec) (*Member, error) {
+	spec = spec.withDefaults()
+	if c.Member(spec.MemberName) != nil {
+		return nil, fmt.Errorf("failed to add etcd learner %s: name in use", spec.MemberName)
+	}
+	m, err := newMember(c.settings, spec)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.memberAddAsLearner(ctx, m.PeerURL())
+	if err != nil {
+		return nil, err
+	}
+	m.initialCluster = joinInitialCluster(resp, spec.MemberName)
+	m.clusterState = embed.ClusterStateFlagExisting
+	c.mu.Lock()
+	c.members = append(c.members, m)
+	c.mu.Unlock()
+	if err := m.start(); err != nil {
+		return nil, err
+	}
+	return m, m.waitReady(ctx)
+}
+
+// JoinLearner adds and starts a learner named name listening on ip; the Node name is the
+// member name. It is AddLearner in the shape the K3s simulator consumes.
+func (c *Cluster) JoinLearner(ctx context.Context, name, ip string) error {
+	_, err := c.AddLearner(ctx, MemberSpec{NodeName: name, IP: ip})
+	return err
+}
+
+// joinInitialCluster renders --initial-cluster for a joining member from the member list
+// etcd returned when it was added, as etcdctl member add does. etcd checks that the peer URLs
+// match its member list exactly, so unstarted members (empty name, e.g. a ghost learner) are
+// listed too, under a placeholder name.
+func joinInitialCluster(resp *clientv3.MemberAddResponse, name string) string {
+	var parts []string
+	for _, m := range resp.Members {
+		n := m.Name
+		if m.ID == resp.Member.ID {
+			n = name
+		}
+		if n == "" {
+			n = fmt.Sprintf("unstarted-%x", m.ID)
+		}
+		for _, u := range m.PeerURLs {
+			parts = append(parts, n+"="+u)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// PromoteMember promotes the named learner to a voter, retrying while etcd reports that the
+// learner is not in sync yet, until ctx ends.
+func (c *Cluster) PromoteMember(ctx context.Context, name string) error {
+	m := c.Member(name)
+	if m == nil {
+		return fmt.Errorf("failed to promote etcd member %s: no such member", name)
+	}
+	cli, err := c.NewClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	for {
+		_, err := cli.MemberPromote(ctx, m.ID())
+		if err == nil || !isLearnerNotReady(err) {
+			return wrapPromote(name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return wrapPromote(name, errors.Join(err, context.Cause(ctx)))
+		case <-time.After(promoteRetryInterval):
+		}
+	}
+}
+
+// isLearnerNotReady reports etcd's "learner not in sync with leader" refusal.
+func isLearnerNotReady(err error) bool {
+	return errors.Is(err, rpctypes.ErrMemberLearnerNotReady) ||
+		strings.Contains(err.Error(), rpctypes.ErrGRPCLearnerNotReady.Error())
+}
+
+// wrapPromote wraps a promotion error; nil stays nil.
+func wrapPromote(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("failed to promote etcd member %s: %w", name, err)
+}

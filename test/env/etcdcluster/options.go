@@ -1,0 +1,92 @@
+package etcdcluster
+
+import (
+	"fmt"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
+)
+
+// DefaultIP is the address members listen on unless a MemberSpec says otherwise.
+const DefaultIP = "127.0.0.1"
+
+// Timing defaults. They are ten times shorter than etcd's (100 ms / 1 s) so that a cluster
+// elects a leader within a few hundred milliseconds, yet long enough that a busy 2-core CI
+// machine does not flap leaders.
+const (
+	DefaultTickMs     = 50
+	DefaultElectionMs = 500
+)
+
+// MemberSpec describes one member.
+type MemberSpec struct {
+	// NodeName is the Node that hosts the member; its certificates are issued for this name.
+	NodeName string
+	// MemberName is the etcd member name. Empty means NodeName, as kubeadm does; K3s appends
+	// a suffix.
+	MemberName string
+	// IP is the loopback address the member listens on; empty means DefaultIP. Any 127.0.0.0/8
+	// address works on Linux without configuration.
+	IP string
+}
+
+// Options configures a cluster.
+type Options struct {
+	// Members lists the members; see Nodes for the common case. It must not be empty.
+	Members []MemberSpec
+	// CA signs every certificate; nil means a new CA.
+	CA *pki.CA
+	// TickMs and ElectionMs are etcd's heartbeat and election timeouts; zero means
+	// DefaultTickMs and DefaultElectionMs.
+	TickMs, ElectionMs uint
+	// QuotaBackendBytes is etcd's backend quota; zero means etcd's default (2 GiB).
+	QuotaBackendBytes int64
+	// Dir is the parent of the cluster's temporary directory; empty means os.TempDir().
+	Dir string
+}
+
+// Nodes returns n member specs for Nodes named "<prefix>-0" ... "<prefix>-<n-1>".
+func Nodes(prefix string, n int) []MemberSpec {
+	specs := make([]MemberSpec, n)
+	for i := range specs {
+		specs[i] = MemberSpec{NodeName: fmt.Sprintf("%s-%d", prefix, i)}
+	}
+	return specs
+}
+
+// withDefaults fills the empty fields of the options and of each member spec.
+func (o Options) withDefaults() (Options, error) {
+	if len(o.Members) == 0 {
+		return o, fmt.Errorf("invalid options: no members")
+	}
+	if o.TickMs == 0 {
+		o.TickMs = DefaultTickMs
+	}
+	if o.ElectionMs == 0 {
+		o.ElectionMs = DefaultElectionMs
+	}
+	specs := make([]MemberSpec, len(o.Members))
+	for i, s := range o.Members {
+		specs[i] = s.withDefaults()
+	}
+	o.Members = specs
+	if o.CA != nil {
+		return o, nil
+	}
+	ca, err := pki.NewCA()
+	if err != nil {
+		return o, err
+	}
+	o.CA = ca
+	return o, nil
+}
+
+// withDefaults fills MemberName and IP.
+func (s MemberSpec) withDefaults() MemberSpec {
+	if s.MemberName == "" {
+		s.MemberName = s.NodeName
+	}
+	if s.IP == "" {
+		s.IP = DefaultIP
+	}
+	return s
+}
