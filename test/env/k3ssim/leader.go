@@ -14,11 +14,7 @@ func (s *Simulator) leaderDuties(ctx context.Context, members []member) {
 	if !s.leaderProcessRuns(leaderID, members) {
 		return
 	}
-	if s.ConditionWriterRunning() {
-		if err := s.writeVoterConditions(ctx, members); err != nil {
-			s.log.Error(err, "Failed to write EtcdIsVoter conditions")
-		}
-	}
+	s.conditionPass(ctx, members)
 	s.promoteLearners(ctx, members)
 }
 
@@ -49,9 +45,27 @@ func (s *Simulator) promoteLearners(ctx context.Context, members []member) {
 	}
 }
 
+// conditionPass runs one EtcdIsVoter pass unless the writer is stopped. condMu makes
+// StopConditionWriter wait for a pass in flight.
+func (s *Simulator) conditionPass(ctx context.Context, members []member) {
+	s.condMu.Lock()
+	defer s.condMu.Unlock()
+	if !s.ConditionWriterRunning() {
+		return
+	}
+	if err := s.writeVoterConditions(ctx, members); err != nil {
+		s.log.Error(err, "Failed to write EtcdIsVoter conditions")
+	}
+}
+
 // StopConditionWriter stops the leader's EtcdIsVoter writes (fault: the heartbeat goes
-// stale); learner promotion goes on.
-func (s *Simulator) StopConditionWriter() { s.setConditionWriter(false) }
+// stale); learner promotion goes on. It returns after a pass in flight has finished, so no
+// write happens after it returns.
+func (s *Simulator) StopConditionWriter() {
+	s.setConditionWriter(false)
+	s.condMu.Lock()
+	defer s.condMu.Unlock()
+}
 
 // StartConditionWriter resumes the leader's EtcdIsVoter writes.
 func (s *Simulator) StartConditionWriter() { s.setConditionWriter(true) }

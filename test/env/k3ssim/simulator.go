@@ -85,6 +85,8 @@ type Simulator struct {
 	// opMu serializes membership changes (removal + tombstone, rejoin) with the metadata
 	// pass, so a removed server never re-annotates its Node after K3s cleared node-name.
 	opMu sync.Mutex
+	// condMu is held by an EtcdIsVoter pass.
+	condMu sync.Mutex
 
 	mu              sync.Mutex
 	servers         map[string]*server
@@ -132,7 +134,8 @@ func (s *Simulator) Profile() Profile { return s.profile }
 // registers their Nodes (Ready, kubeletVersion), runs one metadata pass and starts the
 // per-tick loop and the member controller. It returns once the Nodes carry their metadata.
 func (s *Simulator) Start(ctx context.Context) error {
-	cli, err := s.opts.Etcd.NewClient(ctx)
+	// The client lives as long as the simulator, not as long as the caller's context.
+	cli, err := s.opts.Etcd.NewClient(context.WithoutCancel(ctx))
 	if err != nil {
 		return fmt.Errorf("failed to create etcd client: %w", err)
 	}
@@ -142,6 +145,10 @@ func (s *Simulator) Start(ctx context.Context) error {
 		return err
 	}
 	for _, m := range members {
+		if m.Name == "" {
+			// A learner that never started (e.g. a failed join) belongs to no server.
+			continue
+		}
 		if err := s.addServer(ctx, m); err != nil {
 			return err
 		}
