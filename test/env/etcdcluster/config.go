@@ -19,6 +19,7 @@ type settings struct {
 	tickMs            uint
 	electionMs        uint
 	quotaBackendBytes int64
+	looseReconfig     bool
 }
 
 // embedConfig builds the member's etcd configuration. Only the data directory is state: the
@@ -39,6 +40,7 @@ func (m *Member) embedConfig() *embed.Config {
 	cfg.TickMs = m.settings.tickMs
 	cfg.ElectionMs = m.settings.electionMs
 	cfg.QuotaBackendBytes = m.settings.quotaBackendBytes
+	cfg.StrictReconfigCheck = !m.settings.looseReconfig
 	// Quiet: tests read etcd's errors only.
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)

@@ -34,7 +34,7 @@ func (c *Cluster) RaiseNoSpace(ctx context.Context, name string) error {
 // AddGhostLearner adds a learner whose peer URL nobody listens on, as a failed join leaves
 // behind (KCP issues 13221/13667): it has an empty name and never starts. etcd allows one
 // learner at a time, so AddLearner fails until the ghost is removed. It returns the ghost's
-// member ID and peer URL.
+// member ID and peer URL. Like AddLearner, it retries while etcd refuses the change as unhealthy.
 func (c *Cluster) AddGhostLearner(ctx context.Context) (uint64, string, error) {
 	port, err := ports.allocate(DefaultIP)
 	if err != nil {
@@ -56,7 +56,11 @@ func (c *Cluster) memberAddAsLearner(ctx context.Context, peerURL string) (*clie
 		return nil, err
 	}
 	defer cli.Close()
-	resp, err := cli.MemberAddAsLearner(ctx, []string{peerURL})
+	var resp *clientv3.MemberAddResponse
+	err = retryWhile(ctx, isUnhealthy, func() (err error) {
+		resp, err = cli.MemberAddAsLearner(ctx, []string{peerURL})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to add etcd learner %s: %w", peerURL, err)
 	}

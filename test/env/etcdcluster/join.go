@@ -2,23 +2,17 @@ package etcdcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
-// promoteRetryInterval is how often PromoteMember asks again while etcd says the learner has
-// not caught up yet.
-const promoteRetryInterval = 100 * time.Millisecond
-
 // AddLearner adds a member as a learner (MemberAddAsLearner) and starts it, as kubeadm join
 // and a restarted K3s server do, and waits until it serves clients. It fails while another
-// learner exists (etcd allows one).
+// learner exists (etcd allows one). While etcd refuses the change as unhealthy (strict
+// reconfiguration check, see Options.DisableStrictReconfigCheck) it retries until ctx ends.
 func (c *Cluster) AddLearner(ctx context.Context, spec MemberSpec) (*Member, error) {
 	spec = spec.withDefaults()
 	if c.Member(spec.MemberName) != nil {
@@ -83,29 +77,12 @@ func (c *Cluster) PromoteMember(ctx context.Context, name string) error {
 		return err
 	}
 	defer cli.Close()
-	for {
+	err = retryWhile(ctx, isLearnerNotReady, func() error {
 		_, err := cli.MemberPromote(ctx, m.ID())
-		if err == nil || !isLearnerNotReady(err) {
-			return wrapPromote(name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return wrapPromote(name, errors.Join(err, context.Cause(ctx)))
-		case <-time.After(promoteRetryInterval):
-		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("failed to promote etcd member %s: %w", name, err)
 	}
-}
-
-// isLearnerNotReady reports etcd's "learner not in sync with leader" refusal.
-func isLearnerNotReady(err error) bool {
-	return errors.Is(err, rpctypes.ErrMemberLearnerNotReady) ||
-		strings.Contains(err.Error(), rpctypes.ErrGRPCLearnerNotReady.Error())
-}
-
-// wrapPromote wraps a promotion error; nil stays nil.
-func wrapPromote(name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("failed to promote etcd member %s: %w", name, err)
+	return nil
 }

@@ -8,9 +8,9 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// shutdownNoise are etcd error messages that every graceful Close logs (its listeners report
-// "use of closed network connection" and "http: Server closed"); they say nothing in a test.
-var shutdownNoise = []string{"use of closed network connection", "http: Server closed"}
+// shutdownNoise are the errors etcd logs from its listeners on every Close; they say nothing
+// in a test.
+var shutdownNoise = []string{"use of closed network connection", "http: Server closed", "mux: server closed"}
 
 // newLogger returns the logger of every member: errors only, JSON on stderr, without
 // shutdownNoise. One shared logger keeps etcd from building a logger per member.

@@ -40,6 +40,12 @@ type Options struct {
 	TickMs, ElectionMs uint
 	// QuotaBackendBytes is etcd's backend quota; zero means etcd's default (2 GiB).
 	QuotaBackendBytes int64
+	// DisableStrictReconfigCheck turns off etcd's --strict-reconfig-check. With it on (etcd's
+	// default and production's), etcd refuses membership changes with "unhealthy cluster"
+	// until the receiving member has been connected to a quorum for 5 s, e.g. right after a
+	// cluster started. Note: the adapter must cope with that refusal, so leave it on unless a
+	// test is about something else and the 5 s matter.
+	DisableStrictReconfigCheck bool
 	// Dir is the parent of the cluster's temporary directory; empty means os.TempDir().
 	Dir string
 }
