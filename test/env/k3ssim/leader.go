@@ -15,7 +15,7 @@ func (s *Simulator) leaderDuties(ctx context.Context, members []member) {
 		return
 	}
 	s.conditionPass(ctx, members)
-	s.promoteLearners(ctx, members)
+	s.manageLearners(ctx, members)
 }
 
 // leaderProcessRuns reports whether the leader member belongs to a running simulated server.
@@ -28,21 +28,6 @@ func (s *Simulator) leaderProcessRuns(leaderID uint64, members []member) bool {
 		return ok && srv.running
 	}
 	return false
-}
-
-// promoteLearners calls MemberPromote on every learner; etcd refuses learners that have not
-// caught up (ErrLearnerNotReady) and the next tick tries again.
-func (s *Simulator) promoteLearners(ctx context.Context, members []member) {
-	for _, m := range members {
-		if !m.IsLearner {
-			continue
-		}
-		if err := s.etcd.promoteMember(ctx, m.ID); err != nil {
-			s.log.V(4).Info("Learner not promoted yet", "memberName", m.Name, "err", err.Error())
-			continue
-		}
-		s.log.Info("Promoted etcd learner", "memberName", m.Name)
-	}
 }
 
 // conditionPass runs one EtcdIsVoter pass unless the writer is stopped. condMu makes

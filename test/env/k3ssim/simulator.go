@@ -24,6 +24,9 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Minute
 	// DefaultCallTimeout bounds every etcd and apiserver call of the simulator.
 	DefaultCallTimeout = 5 * time.Second
+	// DefaultLearnerStallTimeout is how long a learner's applied index may stand still
+	// before the leader's K3s removes it.
+	DefaultLearnerStallTimeout = 5 * time.Minute
 	// DefaultRequeueBaseDelay and DefaultRequeueMaxDelay bound the member controller's
 	// exponential backoff, like client-go's default controller rate limiter used by wrangler.
 	DefaultRequeueBaseDelay = 5 * time.Millisecond
@@ -47,6 +50,8 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// CallTimeout bounds each etcd call, including the Status health check.
 	CallTimeout time.Duration
+	// LearnerStallTimeout is how long a learner may make no progress before it is removed.
+	LearnerStallTimeout time.Duration
 	// RequeueBaseDelay and RequeueMaxDelay bound the member controller's backoff.
 	RequeueBaseDelay, RequeueMaxDelay time.Duration
 	// Logger receives the simulator's log, which is where K3s reports rejections.
@@ -58,6 +63,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.Tick, DefaultTick)
 	setDefault(&o.HeartbeatInterval, DefaultHeartbeatInterval)
 	setDefault(&o.CallTimeout, DefaultCallTimeout)
+	setDefault(&o.LearnerStallTimeout, DefaultLearnerStallTimeout)
 	setDefault(&o.RequeueBaseDelay, DefaultRequeueBaseDelay)
 	setDefault(&o.RequeueMaxDelay, DefaultRequeueMaxDelay)
 	if o.Logger.GetSink() == nil {
@@ -92,6 +98,7 @@ type Simulator struct {
 	servers         map[string]*server
 	conditionWriter bool
 	requeues        map[string]int
+	learners        map[uint64]learnerProgress
 	leaderMoves     int
 	memberCtl       *memberController
 	cancel          context.CancelFunc
@@ -119,6 +126,7 @@ func New(opts Options) (*Simulator, error) {
 	s := &Simulator{
 		opts: opts, profile: profile, client: c, scheme: scheme, log: opts.Logger,
 		servers: map[string]*server{}, conditionWriter: true, requeues: map[string]int{},
+		learners: map[uint64]learnerProgress{},
 	}
 	s.kubelet = opts.Kubelet
 	if s.kubelet == nil {
