@@ -18,13 +18,14 @@ const (
 const (
 	// EtcdIsVoterCondition is the Node condition type written by the leader's process.
 	EtcdIsVoterCondition corev1.NodeConditionType = "EtcdIsVoter"
-	// ReasonMemberNotLearner: voting member, healthy.
+	// ReasonMemberNotLearner is the reason for a healthy voting member.
 	ReasonMemberNotLearner = "MemberNotLearner"
-	// ReasonMemberIsLearner: learner, healthy.
+	// ReasonMemberIsLearner is the reason for a healthy learner.
 	ReasonMemberIsLearner = "MemberIsLearner"
-	// ReasonUnhealthy: Status(member.ClientURLs[0]) failed or reported errors.
+	// ReasonUnhealthy is the reason when Status(member.ClientURLs[0]) failed or reported
+	// errors; it wins over learner/voter and the message is the error.
 	ReasonUnhealthy = "Unhealthy"
-	// ReasonNotAMember: the Node is labelled etcd but matches no member.
+	// ReasonNotAMember is the reason for a Node labelled etcd that matches no member.
 	ReasonNotAMember = "NotAMember"
 
 	// MessageMemberNotLearner is the message that goes with ReasonMemberNotLearner.

@@ -52,15 +52,16 @@ type Profile struct {
 	Minor, Patch int
 	// Keys are the annotation keys of Program.
 	Keys Keys
-	// HasEtcdIsVoter: the condition exists (1.28.4 / 1.27.8 / 1.26.11 and later).
+	// HasEtcdIsVoter says whether the condition exists (1.28.4 / 1.27.8 / 1.26.11 and later).
 	HasEtcdIsVoter bool
-	// HasHealthReasons: the Unhealthy and NotAMember reasons exist (1.29.1 / 1.28.6 /
-	// 1.27.10 / 1.26.13 and later); before, only MemberNotLearner and MemberIsLearner.
+	// HasHealthReasons says whether the Unhealthy and NotAMember reasons exist (1.29.1 /
+	// 1.28.6 / 1.27.10 / 1.26.13 and later); before, only MemberNotLearner and
+	// MemberIsLearner.
 	HasHealthReasons bool
-	// ExactMemberMatch: members match Nodes by member.Name == node-name annotation (1.29.3
-	// and later); before, by the prefix `<node-name>-` of the member name.
+	// ExactMemberMatch says whether members match Nodes by member.Name == node-name
+	// annotation (1.29.3 and later); before, by the prefix `<node-name>-` of the member name.
 	ExactMemberMatch bool
-	// MasterLabel: the server also gets node-role.kubernetes.io/master=true.
+	// MasterLabel says whether the server also gets node-role.kubernetes.io/master=true.
 	MasterLabel bool
 	// Removal is the member controller generation.
 	Removal RemovalBehavior

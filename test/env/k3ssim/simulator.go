@@ -27,8 +27,8 @@ const (
 	// DefaultLearnerStallTimeout is how long a learner's applied index may stand still
 	// before the leader's K3s removes it.
 	DefaultLearnerStallTimeout = 5 * time.Minute
-	// DefaultRequeueBaseDelay and DefaultRequeueMaxDelay bound the member controller's
-	// exponential backoff, like client-go's default controller rate limiter used by wrangler.
+	// DefaultRequeueBaseDelay is the first backoff of the member controller, whose
+	// exponential backoff is that of client-go's default controller rate limiter (wrangler).
 	DefaultRequeueBaseDelay = 5 * time.Millisecond
 	// DefaultRequeueMaxDelay is the longest backoff between two failed syncs of one Node.
 	DefaultRequeueMaxDelay = 1000 * time.Second
