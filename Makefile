@@ -11,9 +11,13 @@ ASSETS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/assets
 help: ## List targets.
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
+.PHONY: envtest-assets
+envtest-assets: ## Build kube-apiserver and etcd for the test environment into ASSETS_CACHE (once per version).
+	@hack/build-assets.sh "$(ASSETS_CACHE)"
+
 .PHONY: test
-test: ## Run every test (unit, fuzz seeds, real-component suites).
-	$(GO) test ./... -count=1
+test: envtest-assets ## Run every test (unit, fuzz seeds, real-component suites).
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./... -count=1
 
 .PHONY: lint
 lint: ## gofmt, go vet.

@@ -1,0 +1,160 @@
+package env
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// controlPlaneTimeout bounds each start and stop of kube-apiserver and etcd. It is generous
+// because the machine running the tests may be busy with other builds and tests.
+const controlPlaneTimeout = 2 * time.Minute
+
+// APIServerOptions configures StartAPIServer.
+type APIServerOptions struct {
+	// Scheme is used by the returned client and to install CRDs. Defaults to Scheme().
+	Scheme *runtime.Scheme
+
+	// CRDs are installed, and waited for, before StartAPIServer returns.
+	CRDs []*apiextensionsv1.CustomResourceDefinition
+
+	// CRDDirectoryPaths are directories (or files) of CRD manifests to install; a missing path is
+	// an error.
+	CRDDirectoryPaths []string
+}
+
+// APIServer is a real kube-apiserver backed by its own etcd, both started from the binaries that
+// AssetsDir finds. Config authenticates as a system:masters user.
+//
+// The kube-apiserver process alone can be stopped and started again (StopServing, StartServing)
+// to simulate an unreachable apiserver. It comes back on the same URL with the same serving
+// certificate and the same client credentials, so kubeconfig Secrets that point at it stay valid.
+// etcd keeps running meanwhile, so all data is kept across the restart.
+type APIServer struct {
+	// Config connects to the apiserver as an administrator.
+	Config *rest.Config
+	// Client is a direct (uncached) client built from Config with the options' scheme.
+	Client client.Client
+
+	env     *envtest.Environment
+	certDir string
+
+	mu      sync.Mutex
+	serving bool
+	stopped bool
+}
+
+// StartAPIServer starts etcd and kube-apiserver and installs the options' CRDs. Call Stop when
+// done, also when a test fails.
+func StartAPIServer(opts APIServerOptions) (*APIServer, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Scheme == nil {
+		opts.Scheme = Scheme()
+	}
+	// The serving certificates live in a directory owned here, not by envtest, so that a restart
+	// of kube-apiserver reuses them instead of minting a new serving CA.
+	certDir, err := os.MkdirTemp("", "etcd-adapter-apiserver-")
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the kube-apiserver certificate directory: %w", err)
+	}
+	s := &APIServer{certDir: certDir, env: newEnvironment(assets, certDir, opts)}
+	if err := s.start(opts.Scheme); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	return s, nil
+}
+
+func newEnvironment(assets, certDir string, opts APIServerOptions) *envtest.Environment {
+	return &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		Scheme:                   opts.Scheme,
+		CRDs:                     opts.CRDs,
+		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: controlPlaneTimeout,
+		ControlPlaneStopTimeout:  controlPlaneTimeout,
+		ControlPlane: envtest.ControlPlane{
+			APIServer: &envtest.APIServer{CertDir: certDir},
+		},
+	}
+}
+
+func (s *APIServer) start(scheme *runtime.Scheme) error {
+	cfg, err := s.env.Start()
+	if err != nil {
+		return fmt.Errorf("failed to start kube-apiserver and etcd: %w", err)
+	}
+	s.serving = true
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("failed to create a client for kube-apiserver %s: %w", cfg.Host, err)
+	}
+	s.Config, s.Client = cfg, c
+	return nil
+}
+
+// URL returns the apiserver's https URL; it does not change across StopServing/StartServing.
+func (s *APIServer) URL() string { return s.Config.Host }
+
+// StopServing stops the kube-apiserver process and leaves etcd running: the apiserver becomes
+// unreachable (connection refused) until StartServing. Stopping twice is a no-op.
+func (s *APIServer) StopServing() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.serving {
+		return nil
+	}
+	if err := s.env.ControlPlane.APIServer.Stop(); err != nil {
+		return fmt.Errorf("failed to stop kube-apiserver %s: %w", s.URL(), err)
+	}
+	s.serving = false
+	return nil
+}
+
+// StartServing starts kube-apiserver again after StopServing, on the same address and port, with
+// the same certificates and the data etcd kept. It returns once /healthz answers.
+func (s *APIServer) StartServing() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return fmt.Errorf("failed to restart kube-apiserver %s: the environment was stopped", s.URL())
+	}
+	if s.serving {
+		return nil
+	}
+	if err := s.env.ControlPlane.APIServer.Start(); err != nil {
+		return fmt.Errorf("failed to restart kube-apiserver %s: %w", s.URL(), err)
+	}
+	s.serving = true
+	return nil
+}
+
+// Stop stops kube-apiserver and etcd and removes their directories (and with them all data).
+// It is safe to call more than once.
+func (s *APIServer) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped, s.serving = true, false
+	var errs []error
+	if err := s.env.Stop(); err != nil {
+		errs = append(errs, fmt.Errorf("failed to stop kube-apiserver and etcd: %w", err))
+	}
+	if err := os.RemoveAll(s.certDir); err != nil {
+		errs = append(errs, fmt.Errorf("failed to remove %s: %w", s.certDir, err))
+	}
+	return errors.Join(errs...)
+}

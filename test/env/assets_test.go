@@ -1,0 +1,43 @@
+package env
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestAssetsDir(t *testing.T) {
+	t.Run("Missing binaries are an error that tells how to build them", func(t *testing.T) {
+		g := NewWithT(t)
+		t.Setenv(AssetsEnvVar, t.TempDir())
+		_, err := AssetsDir()
+		g.Expect(err).To(MatchError(ContainSubstring("run `make envtest-assets`")))
+	})
+	t.Run("A non-executable binary is an error", func(t *testing.T) {
+		g := NewWithT(t)
+		dir := t.TempDir()
+		for _, name := range assetBinaries {
+			g.Expect(os.WriteFile(filepath.Join(dir, name), nil, 0o600)).To(Succeed())
+		}
+		t.Setenv(AssetsEnvVar, dir)
+		_, err := AssetsDir()
+		g.Expect(err).To(MatchError(ContainSubstring("is not an executable file")))
+	})
+	t.Run("A directory with both binaries is returned", func(t *testing.T) {
+		g := NewWithT(t)
+		dir := t.TempDir()
+		for _, name := range assetBinaries {
+			g.Expect(os.WriteFile(filepath.Join(dir, name), nil, 0o700)).To(Succeed())
+		}
+		t.Setenv(AssetsEnvVar, dir)
+		g.Expect(AssetsDir()).To(Equal(dir))
+	})
+	t.Run("Without KUBEBUILDER_ASSETS the versioned cache directory is used", func(t *testing.T) {
+		g := NewWithT(t)
+		t.Setenv(AssetsEnvVar, "")
+		t.Setenv("XDG_CACHE_HOME", "/cache")
+		g.Expect(defaultAssetsDir()).To(Equal("/cache/etcd-adapter/assets/k8s-v1.36.3-etcd-v3.6.14"))
+	})
+}
