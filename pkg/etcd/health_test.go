@@ -118,8 +118,10 @@ func TestAssessMembers(t *testing.T) {
 			wantHealth: Healthy,
 		},
 		{
-			name:        "evidence the backend marks unknown stays unknown with its reason",
-			snapshot:    with(cluster(3), evidence(2, func(e *MemberEvidence) { e.Contact, e.Error = ContactUnknown, "K3s v1.26.5+k3s1 does not write EtcdIsVoter" })),
+			name: "evidence the backend marks unknown stays unknown with its reason",
+			snapshot: with(cluster(3), evidence(2, func(e *MemberEvidence) {
+				e.Contact, e.Error = ContactUnknown, "K3s v1.26.5+k3s1 does not write EtcdIsVoter"
+			})),
 			member:      2,
 			wantHealth:  Unknown,
 			wantMessage: "the health of etcd member cp-1 is unknown: K3s v1.26.5+k3s1 does not write EtcdIsVoter",

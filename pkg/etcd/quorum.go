@@ -67,9 +67,13 @@ func ProjectRemoval(members []MemberHealth, targetID uint64) QuorumVerdict {
 			Message: fmt.Sprintf("etcd member %s is the last member; removing it would destroy the cluster", target.Member)}
 	}
 	before := countQuorum(members)
-	if !before.hasQuorum() {
+	if 2*before.healthyVoters <= before.voters {
 		return QuorumVerdict{Reason: v1alpha1.MemberRemovalQuorumLostReason,
 			Message: fmt.Sprintf("quorum is already lost: %s; etcd cannot commit a membership change", before)}
+	}
+	if !before.hasQuorum() {
+		return QuorumVerdict{Reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			Message: fmt.Sprintf("a pending learner promotion would lose quorum even without a removal: %s; wait until learners are promoted and healthy", before)}
 	}
 	after := countQuorum(without(members, targetID))
 	if !after.hasQuorum() {

@@ -1,0 +1,222 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+func TestAssessHealth_machineConditions(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      HealthInput
+		machine string
+		want    metav1.ConditionStatus
+		reason  string
+		message string
+	}{
+		{
+			name:    "a healthy voter on the Machine's Node is Healthy",
+			in:      HealthInput{Snapshot: cluster(3), Machines: machines(3)},
+			machine: "m-cp-0",
+			want:    metav1.ConditionTrue, reason: v1alpha1.EtcdMemberHealthyReason,
+		},
+		{
+			name:    "a Machine whose Node hosts no member is NotHealthy",
+			in:      HealthInput{Snapshot: cluster(2), Machines: machines(3)},
+			machine: "m-cp-2",
+			want:    metav1.ConditionFalse, reason: v1alpha1.EtcdMemberNotHealthyReason,
+			message: "Etcd reports the cluster is composed of [cp-0, cp-1], but no member is hosted on Node cp-2 of Machine m-cp-2",
+		},
+		{
+			name:    "a learner is waiting to be promoted",
+			in:      HealthInput{Snapshot: with(cluster(3), learner(3)), Machines: machines(3)},
+			machine: "m-cp-2",
+			want:    metav1.ConditionFalse, reason: v1alpha1.EtcdMemberNotHealthyReason,
+			message: "Waiting for learner etcd member to be promoted",
+		},
+		{
+			name:    "alarms make the member NotHealthy",
+			in:      HealthInput{Snapshot: with(cluster(3), evidence(2, alarms(AlarmNoSpace))), Machines: machines(3)},
+			machine: "m-cp-1",
+			want:    metav1.ConditionFalse, reason: v1alpha1.EtcdMemberNotHealthyReason,
+			message: "Etcd member cp-1 reports alarms: NOSPACE",
+		},
+		{
+			name:    "stale evidence is InspectionFailed and Unknown",
+			in:      HealthInput{Snapshot: with(cluster(3), evidence(2, func(e *MemberEvidence) { e.ObservedAt = testNow.Add(-time.Hour) })), Machines: machines(3)},
+			machine: "m-cp-1",
+			want:    metav1.ConditionUnknown, reason: v1alpha1.EtcdMemberInspectionFailedReason,
+			message: "The last evidence about etcd member cp-1 is 1h0m0s old, older than the 2m0s it can be trusted",
+		},
+		{
+			name:    "a deleting Machine is Deleting",
+			in:      HealthInput{Snapshot: cluster(3), Machines: deleting(machines(3), "m-cp-1")},
+			machine: "m-cp-1",
+			want:    metav1.ConditionFalse, reason: v1alpha1.EtcdMemberDeletingReason, message: "Machine is deleting",
+		},
+		{
+			name:    "a provisioning Machine waits for its Node",
+			in:      HealthInput{Snapshot: cluster(3), Machines: append(machines(3), Machine{Name: "m-new", ProviderID: "test://m-new"})},
+			machine: "m-new",
+			want:    metav1.ConditionUnknown, reason: v1alpha1.EtcdMemberInspectionFailedReason,
+			message: "Waiting for a Node with spec.providerID test://m-new to exist",
+		},
+		{
+			name:    "etcd unreachable is ConnectionDown",
+			in:      HealthInput{ObserveErr: fmt.Errorf("%w: apiserver: connection refused", ErrUnreachable), Machines: machines(3)},
+			machine: "m-cp-0",
+			want:    metav1.ConditionUnknown, reason: v1alpha1.EtcdMemberConnectionDownReason,
+			message: "Failed to observe etcd: cannot reach etcd: apiserver: connection refused",
+		},
+		{
+			name:    "any other observation failure is InspectionFailed",
+			in:      HealthInput{ObserveErr: fmt.Errorf("%w: Secret default/c1-etcd not found", ErrInvalidInput), Machines: machines(3)},
+			machine: "m-cp-0",
+			want:    metav1.ConditionUnknown, reason: v1alpha1.EtcdMemberInspectionFailedReason,
+			message: "Failed to observe etcd: invalid input: Secret default/c1-etcd not found",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			tt.in.Now = testNow
+			got := AssessHealth(tt.in).Machines[tt.machine]
+			g.Expect(got.Type).To(Equal(v1alpha1.EtcdMemberHealthyCondition))
+			g.Expect(got.Status).To(Equal(tt.want))
+			g.Expect(got.Reason).To(Equal(tt.reason))
+			g.Expect(got.Message).To(Equal(tt.message))
+		})
+	}
+}
+
+func TestAssessHealth_clusterCondition(t *testing.T) {
+	tests := []struct {
+		name         string
+		in           HealthInput
+		want         metav1.ConditionStatus
+		reason       string
+		messageParts []string
+	}{
+		{
+			name: "all members healthy",
+			in:   HealthInput{Snapshot: cluster(3), Machines: machines(3)},
+			want: metav1.ConditionTrue, reason: v1alpha1.EtcdClusterHealthyReason,
+		},
+		{
+			name: "a member without a Machine (ghost) is a cluster problem",
+			in:   HealthInput{Snapshot: cluster(3), Machines: machines(2)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Etcd member cp-2 has no corresponding Machine"},
+		},
+		{
+			name: "an unmatched member is not a problem while a Machine provisions",
+			in:   HealthInput{Snapshot: cluster(3), Machines: append(machines(2), Machine{Name: "m-new"})},
+			want: metav1.ConditionUnknown, reason: v1alpha1.EtcdClusterHealthUnknownReason,
+			messageParts: []string{"Machine m-new: Waiting for the Machine to report spec.providerID"},
+		},
+		{
+			name: "a member that never started is a cluster problem",
+			in:   HealthInput{Snapshot: with(cluster(3), addMember(Member{ID: 0xab, IsLearner: true})), Machines: machines(3)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Etcd member ab was added but never started"},
+		},
+		{
+			name: "split brain is named at cluster level and on the split member",
+			in:   HealthInput{Snapshot: with(cluster(3), evidence(3, func(e *MemberEvidence) { e.ClusterID = 0xbad })), Machines: machines(3)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Members report different cluster IDs (split brain)", "Machine m-cp-2: Etcd member cp-2 reports cluster ID bad"},
+		},
+		{
+			name: "member-list disagreement is named",
+			in:   HealthInput{Snapshot: with(cluster(3), evidence(2, func(e *MemberEvidence) { e.Members = e.Members[:2] })), Machines: machines(3)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Members disagree on the member list"},
+		},
+		{
+			name: "no leader is named",
+			in:   HealthInput{Snapshot: with(cluster(3), func(s *Snapshot) { s.LeaderID = 0 }), Machines: machines(3)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Etcd has no leader"},
+		},
+		{
+			name: "a member not answering makes the cluster NotHealthy",
+			in:   HealthInput{Snapshot: with(cluster(3), evidence(2, unreachable("i/o timeout"))), Machines: machines(3)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Machine m-cp-1: Etcd member cp-1 is not answering: i/o timeout"},
+		},
+		{
+			name: "unknown member health makes the cluster HealthUnknown, not healthy",
+			in:   HealthInput{Snapshot: with(cluster(3), evidence(2, func(e *MemberEvidence) { e.ObservedAt = testNow.Add(-time.Hour) })), Machines: machines(3)},
+			want: metav1.ConditionUnknown, reason: v1alpha1.EtcdClusterHealthUnknownReason,
+			messageParts: []string{"Machine m-cp-1: The last evidence"},
+		},
+		{
+			name: "a deleting Machine does not make the cluster unhealthy",
+			in:   HealthInput{Snapshot: cluster(3), Machines: deleting(machines(3), "m-cp-2")},
+			want: metav1.ConditionTrue, reason: v1alpha1.EtcdClusterHealthyReason,
+		},
+		{
+			name: "ConnectionDown when etcd cannot be reached",
+			in:   HealthInput{ObserveErr: fmt.Errorf("%w: i/o timeout", ErrUnreachable), Machines: machines(3)},
+			want: metav1.ConditionUnknown, reason: v1alpha1.EtcdClusterConnectionDownReason,
+			messageParts: []string{"Failed to observe etcd: cannot reach etcd: i/o timeout"},
+		},
+		{
+			name: "InspectionFailed when observation fails otherwise",
+			in:   HealthInput{ObserveErr: errors.New("boom"), Machines: machines(3)},
+			want: metav1.ConditionUnknown, reason: v1alpha1.EtcdClusterInspectionFailedReason,
+			messageParts: []string{"Failed to observe etcd: boom"},
+		},
+		{
+			name: "InspectionFailed, not a panic, when neither snapshot nor error is given",
+			in:   HealthInput{Machines: machines(3)},
+			want: metav1.ConditionUnknown, reason: v1alpha1.EtcdClusterInspectionFailedReason,
+			messageParts: []string{"invalid input: no snapshot and no error given"},
+		},
+		{
+			name: "a backend's blind spots are stated, never claimed healthy",
+			in:   HealthInput{Snapshot: with(cluster(3), withoutLists, func(s *Snapshot) { s.Backend = "k3s" }), Machines: machines(3)},
+			want: metav1.ConditionTrue, reason: v1alpha1.EtcdClusterHealthyReason,
+			messageParts: []string{"Not checked by the k3s backend: etcd members that no Node hosts (ghost members) are invisible to it"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			tt.in.Now = testNow
+			got := AssessHealth(tt.in).Cluster
+			g.Expect(got.Type).To(Equal(v1alpha1.EtcdClusterHealthyCondition))
+			g.Expect(got.Status).To(Equal(tt.want))
+			g.Expect(got.Reason).To(Equal(tt.reason))
+			if len(tt.messageParts) == 0 {
+				g.Expect(got.Message).To(BeEmpty())
+			}
+			for _, part := range tt.messageParts {
+				g.Expect(got.Message).To(ContainSubstring(part))
+			}
+		})
+	}
+}
+
+func deleting(ms []Machine, name string) []Machine {
+	for i := range ms {
+		if ms[i].Name == name {
+			ms[i].Deleting = true
+		}
+	}
+	return ms
+}
+
+func TestConditionReasonFor(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(ConditionReasonFor(fmt.Errorf("dial: %w", ErrUnreachable))).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
+	g.Expect(ConditionReasonFor(fmt.Errorf("%w: no CA", ErrInvalidInput))).To(Equal(v1alpha1.EtcdClusterInspectionFailedReason))
+	g.Expect(ConditionReasonFor(fmt.Errorf("%w: too few started", ErrRefused))).To(Equal(v1alpha1.EtcdClusterInspectionFailedReason))
+}

@@ -1,0 +1,147 @@
+package etcd
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+// members builds member verdicts from a compact spec: one letter per member, V/L for voter or
+// learner, then h/u/? for healthy, unhealthy or unknown. Member i has ID i+1.
+func members(spec ...string) []MemberHealth {
+	out := make([]MemberHealth, 0, len(spec))
+	for i, s := range spec {
+		h := map[byte]Health{'h': Healthy, 'u': Unhealthy, '?': Unknown}[s[1]]
+		out = append(out, MemberHealth{Member: Member{ID: uint64(i + 1), Name: node(i), NodeName: node(i), IsLearner: s[0] == 'L'}, Health: h})
+	}
+	return out
+}
+
+func TestProjectRemoval(t *testing.T) {
+	tests := []struct {
+		name    string
+		members []MemberHealth
+		target  uint64
+		allowed bool
+		reason  string
+		message string
+	}{
+		{
+			name:    "Can remove a healthy member from three healthy voters",
+			members: members("Vh", "Vh", "Vh"), target: 1, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			message: "removing etcd member cp-0 keeps quorum: after it 2 of 2 voters are healthy",
+		},
+		{
+			name:    "Can't remove a healthy member from three voters with one down",
+			members: members("Vh", "Vh", "Vu"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			message: "removing etcd member cp-0 would lose quorum: after it 1 of 2 voters are healthy",
+		},
+		{
+			name:    "Can remove the down member from three voters with one down",
+			members: members("Vh", "Vh", "Vu"), target: 3, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "Can remove a down member from five voters with two down",
+			members: members("Vh", "Vh", "Vh", "Vu", "Vu"), target: 4, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			message: "removing etcd member cp-3 keeps quorum: after it 3 of 4 voters are healthy",
+		},
+		{
+			name:    "Can't remove a healthy member from five voters with two down",
+			members: members("Vh", "Vh", "Vh", "Vu", "Vu"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		},
+		{
+			name:    "Unknown health counts as unhealthy",
+			members: members("Vh", "Vh", "V?"), target: 2, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		},
+		{
+			name:    "A learner may be promoted at any moment and then counts as an unhealthy voter",
+			members: members("Vh", "Vh", "Lh"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			message: "removing etcd member cp-0 would lose quorum: after it 1 of 1 voters are healthy, and 1 learner(s) may be promoted at any moment",
+		},
+		{
+			name:    "Removing the learner itself from two healthy voters is safe",
+			members: members("Vh", "Vh", "Lu"), target: 3, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "Never the last member",
+			members: members("Vh"), target: 1, reason: v1alpha1.MemberRemovalLastMemberReason,
+			message: "etcd member cp-0 is the last member; removing it would destroy the cluster",
+		},
+		{
+			name:    "Never the last voter, even with a learner left",
+			members: members("Vh", "Lh"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			message: "a pending learner promotion would lose quorum even without a removal: 1 of 1 voters are healthy, and 1 learner(s) may be promoted at any moment; wait until learners are promoted and healthy",
+		},
+		{
+			name:    "Nothing is safe once quorum is lost, not even removing a down member",
+			members: members("Vh", "Vu"), target: 2, reason: v1alpha1.MemberRemovalQuorumLostReason,
+			message: "quorum is already lost: 1 of 2 voters are healthy; etcd cannot commit a membership change",
+		},
+		{
+			name:    "A target that is not a member changes nothing",
+			members: members("Vh", "Vh", "Vh"), target: 42, allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := ProjectRemoval(tt.members, tt.target)
+			g.Expect(got.Allowed).To(Equal(tt.allowed))
+			g.Expect(got.Reason).To(Equal(tt.reason))
+			if tt.message != "" {
+				g.Expect(got.Message).To(Equal(tt.message))
+			}
+		})
+	}
+}
+
+func TestCanRemoveMember(t *testing.T) {
+	tests := []struct {
+		name     string
+		snapshot *Snapshot
+		node     string
+		allowed  bool
+		reason   string
+	}{
+		{name: "healthy three, remove one", snapshot: cluster(3), node: "cp-1", allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+		{name: "no snapshot is never safe", snapshot: nil, node: "cp-1", reason: v1alpha1.MemberRemovalHealthUnknownReason},
+		{name: "a Node without a member changes nothing", snapshot: cluster(3), node: "worker-0", allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason},
+		{
+			name:     "a ghost voter that cannot be asked counts against quorum",
+			snapshot: with(cluster(2), addMember(Member{ID: 9, Name: "ghost"})),
+			node:     "cp-1", reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		},
+		{
+			name:     "a never-started member added as a voter counts against quorum",
+			snapshot: with(cluster(2), addMember(Member{ID: 0xab})),
+			node:     "cp-1", reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		},
+		{
+			name:     "a split-brain member is not a healthy voter",
+			snapshot: with(cluster(3), evidence(3, func(e *MemberEvidence) { e.ClusterID = 0xbad })),
+			node:     "cp-0", reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := CanRemoveMember(tt.snapshot, testNow, tt.node)
+			g.Expect(got.Allowed).To(Equal(tt.allowed), got.Message)
+			g.Expect(got.Reason).To(Equal(tt.reason))
+			g.Expect(got.Message).NotTo(BeEmpty())
+		})
+	}
+}
+
+func TestCanRemediate(t *testing.T) {
+	g := NewWithT(t)
+	s := with(cluster(3), evidence(3, unreachable("connection refused")))
+
+	g.Expect(CanRemediate(s, testNow, Machine{Name: "m-cp-2", NodeName: "cp-2"}).Allowed).To(BeTrue(), "the broken Machine can go")
+	g.Expect(CanRemediate(s, testNow, Machine{Name: "m-cp-0", NodeName: "cp-0"}).Allowed).To(BeFalse(), "a healthy one can't while another is down")
+	v := CanRemediate(s, testNow, Machine{Name: "m-new"})
+	g.Expect(v.Allowed).To(BeTrue())
+	g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalNoMemberReason))
+}
