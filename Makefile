@@ -19,6 +19,11 @@ envtest-assets: ## Build kube-apiserver and etcd for the test environment into A
 test: envtest-assets ## Run every test (unit, fuzz seeds, real-component suites).
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./... -count=1
 
+BENCHTIME ?= 1x
+.PHONY: bench
+bench: envtest-assets ## Benchmarks against the real test environment; they print their figures.
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./... -run '^$$' -bench . -benchtime $(BENCHTIME) -count=1
+
 .PHONY: run
 run: ## The main job (the manager). Not built yet: it arrives with the manager issue.
 	@echo "make run: the manager arrives with its issue; today the project is a library, see README.md" >&2; exit 1
