@@ -123,7 +123,7 @@ func (s *Simulator) writeVoterConditions(ctx context.Context, members []member) 
 		return nil
 	}
 	nodes := &corev1.NodeList{}
-	if err := s.client.List(ctx, nodes, client.MatchingLabels{EtcdRoleLabel: "true"}); err != nil {
+	if err := s.client.List(ctx, nodes, s.etcdNodeSelector()); err != nil {
 		return fmt.Errorf("failed to list etcd Nodes: %w", err)
 	}
 	var health map[uint64]error
@@ -158,4 +158,13 @@ func (s *Simulator) patchCondition(ctx context.Context, node *corev1.Node, desir
 		return fmt.Errorf("failed to patch %s condition of Node %s: %w", cond.Type, node.Name, err)
 	}
 	return nil
+}
+
+// etcdNodeSelector selects the etcd-labelled Nodes of this cluster.
+func (s *Simulator) etcdNodeSelector() client.MatchingLabels {
+	selector := client.MatchingLabels{EtcdRoleLabel: "true"}
+	for k, v := range s.opts.ClusterLabels {
+		selector[k] = v
+	}
+	return selector
 }

@@ -15,7 +15,7 @@ import (
 // registerNode creates a server's Node if it does not exist, as its kubelet would, with its
 // InternalIP; the kubelet stand-in then makes it Ready.
 func (s *Simulator) registerNode(ctx context.Context, name, ip string) error {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.opts.ClusterLabels}}
 	if err := s.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("failed to register Node %s: %w", name, err)
 	}

@@ -8,26 +8,31 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// syncRemoval is the member controller's reaction to a change of a Node that carries the etcd
-// label and the `remove` annotation (contract, "Removal by annotation", steps 1–6).
+// syncRemoval is the member controller's reaction to a change of an etcd Node (contract,
+// "Removal by annotation", steps 1–6, in the order each K3s generation checks them).
 func (s *Simulator) syncRemoval(ctx context.Context, node *corev1.Node) error {
 	if _, ok := node.Labels[EtcdRoleLabel]; !ok {
 		return nil
 	}
-	remove, ok := node.Annotations[s.profile.Keys.Remove]
+	switch s.profile.Removal {
+	case RemovalLegacy:
+		return s.syncRemovalLegacy(ctx, node)
+	case RemovalRequeueBug:
+		return s.syncRemovalRequeueBug(ctx, node)
+	default:
+		return s.syncRemovalLeaderAware(ctx, node)
+	}
+}
+
+// syncRemovalLegacy is K3s 1.22 – 1.28.2: only Nodes with `remove` are looked at, and
+// removed-node-name before node-name, so a removed Node (no node-name any more) is a quiet
+// no-op. A rejoin sets remove="false"; a rejection is an ordinary error (requeued).
+func (s *Simulator) syncRemovalLegacy(ctx context.Context, node *corev1.Node) error {
+	keys := s.profile.Keys
+	remove, ok := node.Annotations[keys.Remove]
 	if !ok {
 		return nil
 	}
-	if s.profile.Removal == RemovalLegacy {
-		return s.syncRemovalLegacy(ctx, node, remove)
-	}
-	return s.syncRemovalCurrent(ctx, node, remove)
-}
-
-// syncRemovalLegacy is K3s 1.22 – 1.28.2: removed-node-name is looked at before node-name, so
-// a removed Node (no node-name any more) is a quiet no-op, and a rejoin sets remove="false".
-func (s *Simulator) syncRemovalLegacy(ctx context.Context, node *corev1.Node, remove string) error {
-	keys := s.profile.Keys
 	if removed, ok := node.Annotations[keys.RemovedNodeName]; ok {
 		if name, ok := node.Annotations[keys.NodeName]; ok && name != removed {
 			s.log.Info("Node rejoined under a new member name, resetting removal", "node", node.Name, "memberName", name)
@@ -42,18 +47,19 @@ func (s *Simulator) syncRemovalLegacy(ctx context.Context, node *corev1.Node, re
 	if err != nil {
 		return err
 	}
-	// Legacy K3s has no special case for a rejection: it is requeued like any other error.
-	if err := s.removePeer(ctx, name, address); err != nil {
-		return err
-	}
-	return s.patchRemoved(ctx, node, name)
+	return s.removeAndAnnotate(ctx, node, name, address, false)
 }
 
-// syncRemovalCurrent is K3s 1.28.3 and later. node-name/node-address are required first
-// whenever `remove` is present (step 1); on 1.28.3 – 1.34.1 a removed Node keeps
-// remove="true" without node-name, so this requeues it forever until the server rejoins.
-func (s *Simulator) syncRemovalCurrent(ctx context.Context, node *corev1.Node, remove string) error {
+// syncRemovalRequeueBug is K3s 1.28.3 – 1.34.1: only Nodes with `remove` are looked at, and
+// node-name/node-address are required first (step 1). A removed Node keeps remove="true"
+// without node-name, so it is requeued forever until the server rejoins and writes node-name
+// again; then both annotations are deleted (step 2). A rejection clears `remove` (step 5).
+func (s *Simulator) syncRemovalRequeueBug(ctx context.Context, node *corev1.Node) error {
 	keys := s.profile.Keys
+	remove, ok := node.Annotations[keys.Remove]
+	if !ok {
+		return nil
+	}
 	name, address, err := s.nameAndAddress(node)
 	if err != nil {
 		return err
@@ -62,22 +68,60 @@ func (s *Simulator) syncRemovalCurrent(ctx context.Context, node *corev1.Node, r
 		if removed == name {
 			return nil
 		}
-		// Step 2: the Node rejoined under a new member name.
 		s.log.Info("Node rejoined under a new member name, resetting removal", "node", node.Name, "memberName", name)
 		return sameVersion(node).remove(keys.RemovedNodeName).remove(keys.Remove).apply(ctx, s.client, node)
 	}
 	if !strings.EqualFold(remove, "true") {
 		return nil
 	}
-	if err := s.removePeer(ctx, name, address); err != nil {
-		if !isRejection(err) {
-			return err // Step 6: requeued with backoff, only logged.
+	return s.removeAndAnnotate(ctx, node, name, address, true)
+}
+
+// syncRemovalLeaderAware is K3s 1.34.2+ / 1.32.10+: `remove` is deleted on success, so the
+// rejoin check (step 2) cannot depend on it; it runs whenever removed-node-name is present,
+// deletes both annotations once node-name differs, and is a quiet no-op while the dead
+// server has no node-name (the requeue-forever bug is fixed).
+func (s *Simulator) syncRemovalLeaderAware(ctx context.Context, node *corev1.Node) error {
+	keys := s.profile.Keys
+	if removed, ok := node.Annotations[keys.RemovedNodeName]; ok {
+		if name, ok := node.Annotations[keys.NodeName]; ok && name != removed {
+			s.log.Info("Node rejoined under a new member name, resetting removal", "node", node.Name, "memberName", name)
+			patch := sameVersion(node).remove(keys.RemovedNodeName)
+			if _, ok := node.Annotations[keys.Remove]; ok {
+				patch = patch.remove(keys.Remove)
+			}
+			return patch.apply(ctx, s.client, node)
 		}
-		// Step 5: only the log says why; `remove` goes, no removed-node-name is written.
-		s.log.Error(err, "Etcd member removal rejected, clearing remove annotation", "node", node.Name, "memberName", name)
-		return sameVersion(node).remove(keys.Remove).apply(ctx, s.client, node)
+		return nil
 	}
-	return s.patchRemoved(ctx, node, name)
+	remove, ok := node.Annotations[keys.Remove]
+	if !ok {
+		return nil
+	}
+	name, address, err := s.nameAndAddress(node)
+	if err != nil {
+		return err
+	}
+	if !strings.EqualFold(remove, "true") {
+		return nil
+	}
+	return s.removeAndAnnotate(ctx, node, name, address, true)
+}
+
+// removeAndAnnotate removes the member (step 3) and writes the outcome: step 4 on success;
+// on a rejection (step 5) `remove` is deleted when clearOnReject, else requeued like any
+// other error (step 6: requeued with backoff, only logged).
+func (s *Simulator) removeAndAnnotate(ctx context.Context, node *corev1.Node, name, address string, clearOnReject bool) error {
+	err := s.removePeer(ctx, name, address)
+	if err == nil {
+		return s.patchRemoved(ctx, node, name)
+	}
+	if !clearOnReject || !isRejection(err) {
+		return err
+	}
+	// Only the log says why; no removed-node-name is written.
+	s.log.Error(err, "Etcd member removal rejected, clearing remove annotation", "node", node.Name, "memberName", name)
+	return sameVersion(node).remove(s.profile.Keys.Remove).apply(ctx, s.client, node)
 }
 
 // nameAndAddress returns node-name and node-address, or the step-1 error (requeue with

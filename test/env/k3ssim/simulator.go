@@ -54,6 +54,10 @@ type Options struct {
 	LearnerStallTimeout time.Duration
 	// RequeueBaseDelay and RequeueMaxDelay bound the member controller's backoff.
 	RequeueBaseDelay, RequeueMaxDelay time.Duration
+	// ClusterLabels, when set, go on every Node the simulator registers, and the simulator
+	// only looks at Nodes that carry them. They let several simulated clusters share one
+	// kube-apiserver in tests; K3s itself looks at every Node, which is what nil means.
+	ClusterLabels map[string]string
 	// Logger receives the simulator's log, which is where K3s reports rejections.
 	Logger logr.Logger
 }

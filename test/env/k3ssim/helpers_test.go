@@ -1,0 +1,263 @@
+package k3ssim
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+)
+
+// clusterLabel scopes each simulated cluster to its own Nodes on the shared apiserver.
+const clusterLabel = "k3ssim.test/cluster"
+
+// Short intervals keep the suite fast; K3s's own are 15 s and 5 min.
+const (
+	testTick        = 250 * time.Millisecond
+	testCallTimeout = time.Second
+	waitTimeout     = 20 * time.Second
+	pollInterval    = 50 * time.Millisecond
+)
+
+// k3sCluster is a simulated K3s cluster: real etcd members named `<node>-<8 hex>` on distinct
+// loopback IPs, their Nodes on the shared workload apiserver, and the simulator.
+type k3sCluster struct {
+	etcd    *etcdcluster.Cluster
+	sim     *Simulator
+	client  client.WithWatch
+	profile Profile
+	nodes   []string
+	ips     map[string]string
+	started time.Time
+}
+
+// startK3sCluster starts n servers of the given version, with Nodes named `<prefix>-<i>`.
+func startK3sCluster(ctx context.Context, t *testing.T, version, prefix string, n int, tune ...func(*Options)) *k3sCluster {
+	t.Helper()
+	g := NewWithT(t)
+	c := &k3sCluster{profile: MustParseProfile(version), ips: map[string]string{}, started: time.Now()}
+	var specs []etcdcluster.MemberSpec
+	for i := range n {
+		node := fmt.Sprintf("%s-%d", prefix, i)
+		name, err := newMemberName(node)
+		g.Expect(err).ToNot(HaveOccurred())
+		ip := fmt.Sprintf("127.0.0.%d", 10+i)
+		specs = append(specs, etcdcluster.MemberSpec{NodeName: node, MemberName: name, IP: ip})
+		c.nodes, c.ips[node] = append(c.nodes, node), ip
+	}
+	cluster, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs})
+	g.Expect(err).ToNot(HaveOccurred())
+	c.etcd = cluster
+	t.Cleanup(func() { _ = cluster.Close() })
+
+	c.client, err = client.NewWithWatch(workload.Config, client.Options{})
+	g.Expect(err).ToNot(HaveOccurred())
+	opts := Options{
+		Version: version, RESTConfig: workload.Config, Etcd: cluster,
+		Tick: testTick, CallTimeout: testCallTimeout,
+		RequeueBaseDelay: 20 * time.Millisecond, RequeueMaxDelay: 300 * time.Millisecond,
+		Logger:        testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		ClusterLabels: map[string]string{clusterLabel: prefix},
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	c.sim, err = New(opts)
+	g.Expect(err).ToNot(HaveOccurred())
+	g.Expect(c.sim.Start(ctx)).To(Succeed())
+	t.Cleanup(func() { c.cleanup(t) })
+	return c
+}
+
+// cleanup stops the simulator and deletes the test's Nodes, releasing the finalizer itself.
+func (c *k3sCluster) cleanup(t *testing.T) {
+	c.sim.Stop()
+	ctx := context.Background()
+	nodes := &corev1.NodeList{}
+	if err := c.client.List(ctx, nodes, client.MatchingLabels(c.sim.opts.ClusterLabels)); err != nil {
+		t.Logf("failed to list Nodes for cleanup: %v", err)
+		return
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		_ = c.client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch))
+		_ = client.IgnoreNotFound(c.client.Delete(ctx, n))
+	}
+}
+
+// node reads a Node.
+func (c *k3sCluster) node(ctx context.Context, g Gomega, name string) *corev1.Node {
+	n := &corev1.Node{}
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Name: name}, n)).To(Succeed())
+	return n
+}
+
+// annotations returns a Node's annotations, or nil when it cannot be read.
+func (c *k3sCluster) annotations(ctx context.Context, name string) map[string]string {
+	n := &corev1.Node{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		return nil
+	}
+	return n.Annotations
+}
+
+// annotate sets one annotation, as an outside actor would.
+func (c *k3sCluster) annotate(ctx context.Context, g Gomega, node, key, value string) {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	g.Expect(c.client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+		client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+}
+
+// members lists the etcd members by name.
+func (c *k3sCluster) members(ctx context.Context, g Gomega) map[string]member {
+	cli, err := c.etcd.NewClient(ctx)
+	g.Expect(err).ToNot(HaveOccurred())
+	defer cli.Close()
+	resp, err := cli.MemberList(ctx)
+	g.Expect(err).ToNot(HaveOccurred())
+	out := map[string]member{}
+	for _, m := range resp.Members {
+		out[m.Name] = memberFromPB(m)
+	}
+	return out
+}
+
+// leaderNode returns the Node whose member is the raft leader.
+func (c *k3sCluster) leaderNode(ctx context.Context, g Gomega) string {
+	cli, err := c.etcd.NewClient(ctx)
+	g.Expect(err).ToNot(HaveOccurred())
+	defer cli.Close()
+	var leader uint64
+	for _, ep := range cli.Endpoints() {
+		if resp, err := cli.Status(ctx, ep); err == nil && resp.Leader != 0 {
+			leader = resp.Leader
+			break
+		}
+	}
+	g.Expect(leader).ToNot(BeZero(), "no etcd leader")
+	for name, m := range c.members(ctx, g) {
+		if m.ID == leader {
+			return memberNamePattern.FindStringSubmatch(name)[1]
+		}
+	}
+	g.Expect(false).To(BeTrue(), "leader %x is not in the member list", leader)
+	return ""
+}
+
+// voterCondition returns a Node's EtcdIsVoter condition, or nil.
+func voterCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == EtcdIsVoterCondition {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// reason returns a Node's EtcdIsVoter reason, or "" when the condition is missing.
+func (c *k3sCluster) reason(ctx context.Context, name string) string {
+	n := &corev1.Node{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		return ""
+	}
+	if cond := voterCondition(n); cond != nil {
+		return cond.Reason
+	}
+	return ""
+}
+
+// readyStatus returns a Node's Ready condition status.
+func (c *k3sCluster) readyStatus(ctx context.Context, name string) corev1.ConditionStatus {
+	n := &corev1.Node{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		return ""
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status
+		}
+	}
+	return ""
+}
+
+// waitReady waits until every server's Node carries its metadata and, where the version has
+// EtcdIsVoter, MemberNotLearner; it returns how long the cluster took since it was started.
+func (c *k3sCluster) waitReady(ctx context.Context, g Gomega) time.Duration {
+	for _, node := range c.nodes {
+		g.Eventually(func(g Gomega) {
+			n := c.node(ctx, g, node)
+			name, running := c.sim.MemberName(node)
+			g.Expect(running).To(BeTrue())
+			g.Expect(n.Annotations).To(HaveKeyWithValue(c.profile.Keys.NodeName, name))
+			g.Expect(n.Finalizers).To(ContainElement(MemberControllerFinalizer))
+			if c.profile.HasEtcdIsVoter {
+				cond := voterCondition(n)
+				g.Expect(cond).ToNot(BeNil())
+				g.Expect(cond.Reason).To(Equal(ReasonMemberNotLearner))
+			}
+		}, waitTimeout, pollInterval).Should(Succeed())
+	}
+	return time.Since(c.started)
+}
+
+// reasonRecorder records every EtcdIsVoter reason a watch sees on one Node, so that a state
+// that lasts a single tick (a learner before its promotion) is observed reliably.
+type reasonRecorder struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+// recordReasons watches Node name until ctx ends.
+func (c *k3sCluster) recordReasons(ctx context.Context, g Gomega, name string) *reasonRecorder {
+	w, err := c.client.Watch(ctx, &corev1.NodeList{}, client.MatchingFields{"metadata.name": name})
+	g.Expect(err).ToNot(HaveOccurred())
+	r := &reasonRecorder{}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type == watch.Error {
+				continue
+			}
+			if cond := voterCondition(n); cond != nil {
+				r.add(cond.Reason)
+			}
+		}
+	}()
+	return r
+}
+
+func (r *reasonRecorder) add(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.reasons) == 0 || r.reasons[len(r.reasons)-1] != reason {
+		r.reasons = append(r.reasons, reason)
+	}
+}
+
+// seen returns the distinct consecutive reasons seen so far.
+func (r *reasonRecorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.reasons...)
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// nodePrefix turns a test label and version into a Node name prefix.
+func nodePrefix(label, version string) string {
+	return label + "-" + strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(version), "-"), "-")
+}
