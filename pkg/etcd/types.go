@@ -163,3 +163,11 @@ func (s *Snapshot) Blind(b BlindSpot) bool {
 	}
 	return false
 }
+
+// Leader returns the leading member, when the backend knows it.
+func (s *Snapshot) Leader() (Member, bool) {
+	if s.LeaderID == 0 {
+		return Member{}, false
+	}
+	return s.MemberByID(s.LeaderID)
+}
