@@ -1,0 +1,162 @@
+package env
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
+)
+
+const (
+	// testHook is the pre-terminate hook this test holds the Machine with.
+	testHook = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/test-env"
+
+	// drainTimeout covers Cluster API's 20s drain re-check interval (drainRetryInterval) plus
+	// slack for a busy machine.
+	drainTimeout = 50 * time.Second
+
+	// reconcileTimeout bounds ordinary reconciles and watch round trips.
+	reconcileTimeout = 20 * time.Second
+)
+
+// TestMachineDeletion_drainsThenWaitsForPreTerminateHook runs Cluster API's own Machine
+// controller against a real workload apiserver: deleting a control-plane Machine evicts the Pod
+// on its Node, then waits on the pre-terminate hook (Deleting reason WaitingForPreTerminateHook)
+// with the TestMachine and the Node still there, and only once the hook is gone deletes both.
+//
+// Note: no kubelet runs, so the Pod has terminationGracePeriodSeconds 0 and eviction deletes it
+// at once; the kubelet stand-in (test/env/kubelet) should finish graceful deletion instead.
+func TestMachineDeletion_drainsThenWaitsForPreTerminateHook(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	p := startPair(ctx, t)
+	cluster := registerTestCluster(ctx, t, p)
+	wl := p.workload.Client
+
+	doomed := createBoundMachine(ctx, t, p, cluster, "cp-0", map[string]string{testHook: "test-env"})
+	createBoundMachine(ctx, t, p, cluster, "cp-1", nil)
+	pod := createPod(ctx, t, wl, "cp-0")
+
+	g.Expect(p.mgmt.Client.Delete(ctx, doomed)).To(Succeed())
+
+	t.Log("Waiting for the drain to evict the Pod and the Machine to wait on the pre-terminate hook")
+	g.Eventually(func() error {
+		return wl.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+	}, drainTimeout).Should(Satisfy(apierrors.IsNotFound))
+	g.Eventually(func() string {
+		return deletingReason(ctx, p.mgmt.Client, doomed)
+	}, drainTimeout).Should(Equal(clusterv1.MachineDeletingWaitingForPreTerminateHookReason))
+	node := &corev1.Node{}
+	g.Expect(wl.Get(ctx, client.ObjectKey{Name: "cp-0"}, node)).To(Succeed())
+	g.Expect(node.Spec.Unschedulable).To(BeTrue(), "the drained Node must be cordoned")
+	g.Consistently(func() error {
+		return p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(doomed), infra.NewMachine("", "", ""))
+	}, 2*time.Second).Should(Succeed(), "the TestMachine must stay while the hook is there")
+
+	t.Log("Removing the hook; the Machine controller must delete the TestMachine, the Node and the Machine")
+	removeAnnotation(ctx, t, p.mgmt.Client, doomed, testHook)
+	g.Eventually(func() error {
+		return p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(doomed), infra.NewMachine("", "", ""))
+	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound))
+	g.Eventually(func() error {
+		return wl.Get(ctx, client.ObjectKey{Name: "cp-0"}, &corev1.Node{})
+	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound))
+	g.Eventually(func() error {
+		return p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(doomed), &clusterv1.Machine{})
+	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound))
+	g.Expect(wl.Get(ctx, client.ObjectKey{Name: "cp-1"}, &corev1.Node{})).To(Succeed())
+}
+
+// registerTestCluster registers the workload apiserver as Cluster "workload" with a fresh etcd CA
+// and checks the Secrets Cluster API and KCP read.
+func registerTestCluster(ctx context.Context, t *testing.T, p pair) *clusterv1.Cluster {
+	t.Helper()
+	g := NewWithT(t)
+	ca := &secret.Certificate{Purpose: secret.EtcdCA}
+	g.Expect(ca.Generate()).To(Succeed())
+	cluster, err := RegisterCluster(ctx, p.mgmt.Client, ClusterInput{
+		Namespace:  createNamespace(ctx, t, p.mgmt),
+		Name:       "workload",
+		Workload:   p.workload.Config,
+		EtcdCACert: ca.KeyPair.Cert,
+		EtcdCAKey:  ca.KeyPair.Key,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	etcd := &corev1.Secret{}
+	g.Expect(p.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: "workload-etcd"}, etcd)).To(Succeed())
+	g.Expect(etcd.Type).To(Equal(clusterv1.ClusterSecretType))
+	g.Expect(etcd.Data).To(HaveKeyWithValue("tls.crt", ca.KeyPair.Cert))
+	g.Expect(etcd.Data).To(HaveKeyWithValue("tls.key", ca.KeyPair.Key))
+	g.Eventually(func() error {
+		_, err := p.mgmt.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(cluster))
+		return err
+	}, reconcileTimeout).Should(Succeed(), "the ClusterCache must connect through the kubeconfig Secret")
+	return cluster
+}
+
+// createBoundMachine creates a workload Node and a control-plane Machine for it, and waits until
+// Cluster API has bound them (status.nodeRef).
+func createBoundMachine(ctx context.Context, t *testing.T, p pair, cluster *clusterv1.Cluster, name string, annotations map[string]string) *clusterv1.Machine {
+	t.Helper()
+	g := NewWithT(t)
+	providerID := "test://" + name
+	_, err := CreateNode(ctx, p.workload.Client, name, providerID)
+	g.Expect(err).NotTo(HaveOccurred())
+	m, err := CreateControlPlaneMachine(ctx, p.mgmt.Client, MachineInput{
+		Cluster: cluster, Name: name, ProviderID: providerID, Annotations: annotations,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		g.Expect(p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+		g.Expect(m.Status.NodeRef.Name).To(Equal(name))
+	}, reconcileTimeout).Should(Succeed())
+	return m
+}
+
+// createPod binds a Pod to the Node; with no kubelet it must delete without grace.
+func createPod(ctx context.Context, t *testing.T, c client.Client, nodeName string) *corev1.Pod {
+	t.Helper()
+	g := NewWithT(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "evict-me"},
+		Spec: corev1.PodSpec{
+			NodeName:                      nodeName,
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app"}},
+		},
+	}
+	g.Expect(c.Create(ctx, pod)).To(Succeed())
+	return pod
+}
+
+func deletingReason(ctx context.Context, c client.Client, m *clusterv1.Machine) string {
+	got := &clusterv1.Machine{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(m), got); err != nil {
+		return err.Error()
+	}
+	if cond := conditions.Get(got, clusterv1.MachineDeletingCondition); cond != nil {
+		return cond.Reason
+	}
+	return ""
+}
+
+func removeAnnotation(ctx context.Context, t *testing.T, c client.Client, m *clusterv1.Machine, key string) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+	before := m.DeepCopy()
+	delete(m.Annotations, key)
+	g.Expect(c.Patch(ctx, m, client.MergeFrom(before))).To(Succeed())
+}
