@@ -115,3 +115,16 @@ func (c *Cluster) runningEndpoints() []string {
 	}
 	return eps
 }
+
+// WithServerName returns cfg set to verify the server certificate for serverName (e.g. the
+// Node name when dialling a member through a port-forward) instead of the dialled host.
+// Important! Setting cfg.TLS.ServerName alone has no effect: gRPC's TLS credentials overwrite
+// it with the connection's authority, so the authority is overridden too.
+func WithServerName(cfg clientv3.Config, serverName string) clientv3.Config {
+	if cfg.TLS != nil {
+		cfg.TLS = cfg.TLS.Clone()
+		cfg.TLS.ServerName = serverName
+	}
+	cfg.DialOptions = append(append([]grpc.DialOption(nil), cfg.DialOptions...), grpc.WithAuthority(serverName))
+	return cfg
+}

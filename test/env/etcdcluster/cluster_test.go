@@ -89,6 +89,18 @@ func TestStart_rejectsWrongCA(t *testing.T) {
 	})
 }
 
+func TestWithServerName(t *testing.T) {
+	g := NewWithT(t)
+	c := startCluster(t, 1)
+	m := c.Members()[0]
+	cfg, err := m.ClientConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Expect(connectAndList(t.Context(), WithServerName(cfg, m.NodeName()))).To(Succeed(), "the Node name is in the certificate")
+	g.Expect(connectAndList(t.Context(), WithServerName(cfg, "other-node"))).NotTo(Succeed(), "another name is not")
+	g.Expect(cfg.TLS.ServerName).To(BeEmpty(), "cfg is not modified")
+}
+
 // connectAndList connects with cfg and lists members, within two seconds.
 func connectAndList(ctx context.Context, cfg clientv3.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
