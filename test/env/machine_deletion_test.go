@@ -9,13 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
+	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
 )
 
 const (
@@ -34,9 +34,8 @@ const (
 // controller against a real workload apiserver: deleting a control-plane Machine evicts the Pod
 // on its Node, then waits on the pre-terminate hook (Deleting reason WaitingForPreTerminateHook)
 // with the TestMachine and the Node still there, and only once the hook is gone deletes both.
-//
-// Note: no kubelet runs, so the Pod has terminationGracePeriodSeconds 0 and eviction deletes it
-// at once; the kubelet stand-in (test/env/kubelet) should finish graceful deletion instead.
+// Each Node has a kubelet stand-in, which keeps it Ready and finishes the Pod's graceful deletion
+// after the eviction.
 func TestMachineDeletion_drainsThenWaitsForPreTerminateHook(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -93,7 +92,6 @@ func registerTestCluster(ctx context.Context, t *testing.T, p pair) *clusterv1.C
 		EtcdCAKey:  ca.KeyPair.Key,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-
 	etcd := &corev1.Secret{}
 	g.Expect(p.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: "workload-etcd"}, etcd)).To(Succeed())
 	g.Expect(etcd.Type).To(Equal(clusterv1.ClusterSecretType))
@@ -106,14 +104,15 @@ func registerTestCluster(ctx context.Context, t *testing.T, p pair) *clusterv1.C
 	return cluster
 }
 
-// createBoundMachine creates a workload Node and a control-plane Machine for it, and waits until
-// Cluster API has bound them (status.nodeRef).
+// createBoundMachine starts a kubelet stand-in that registers a workload Node, creates a
+// control-plane Machine for it, and waits until Cluster API has bound them (status.nodeRef).
 func createBoundMachine(ctx context.Context, t *testing.T, p pair, cluster *clusterv1.Cluster, name string, annotations map[string]string) *clusterv1.Machine {
 	t.Helper()
 	g := NewWithT(t)
 	providerID := "test://" + name
-	_, err := CreateNode(ctx, p.workload.Client, name, providerID)
+	k, err := kubelet.Start(ctx, kubelet.Options{NodeName: name, Config: p.workload.Config, ProviderID: providerID})
 	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(k.Stop()).To(Succeed()) })
 	m, err := CreateControlPlaneMachine(ctx, p.mgmt.Client, MachineInput{
 		Cluster: cluster, Name: name, ProviderID: providerID, Annotations: annotations,
 	})
@@ -125,16 +124,16 @@ func createBoundMachine(ctx context.Context, t *testing.T, p pair, cluster *clus
 	return m
 }
 
-// createPod binds a Pod to the Node; with no kubelet it must delete without grace.
+// createPod binds a Pod with the default 30s grace period to the Node: after the eviction only
+// the kubelet stand-in finishing the graceful deletion makes it go away.
 func createPod(ctx context.Context, t *testing.T, c client.Client, nodeName string) *corev1.Pod {
 	t.Helper()
 	g := NewWithT(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "evict-me"},
 		Spec: corev1.PodSpec{
-			NodeName:                      nodeName,
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app"}},
+			NodeName:   nodeName,
+			Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}},
 		},
 	}
 	g.Expect(c.Create(ctx, pod)).To(Succeed())
