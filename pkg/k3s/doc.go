@@ -1,0 +1,21 @@
+// Package k3s is the etcd.Cluster backend for K3s (and RKE2) embedded etcd. It never connects to
+// etcd: everything it knows and does goes through the Node objects of the workload cluster, as
+// K3s's own embedded-etcd controllers keep them (see docs/k3s-backend.md and the K3s etcd
+// contract it follows).
+//
+// What it reads: Nodes labelled node-role.kubernetes.io/etcd=true, their
+// etcd.k3s.cattle.io/node-name and node-address annotations (member name and peer address), the
+// EtcdIsVoter condition the etcd leader's K3s writes (voter, learner, Unhealthy with K3s's own
+// message, NotAMember), the Ready condition, and status.nodeInfo.kubeletVersion, which selects
+// the per-version rules. RKE2 is the same contract under etcd.rke2.cattle.io/ keys.
+//
+// What it writes: to remove a member, one optimistic-concurrency patch that records the member
+// name (v1alpha1.K3sRemovingMemberAnnotation) and sets etcd.k3s.cattle.io/remove=true. K3s's
+// member controller does the removal and reports it with removed-node-name; the backend notices
+// that from a watch on Nodes (Start, AttachInformer, or Watcher for CAPI's clustercache).
+//
+// What it cannot see, and says so in every Snapshot's BlindSpots: members no Node hosts (ghost
+// members), members' own member lists and cluster IDs, alarms and the leader. K3s exposes no
+// etcd member IDs on Nodes, so a member's ID here is synthetic: the FNV-1a 64-bit hash of its
+// member name (MemberID), stable for as long as the member keeps its name.
+package k3s

@@ -1,0 +1,78 @@
+package k3s
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// blindSpots are the checks Node objects cannot support. K3s reports a member only through the
+// Node that hosts it, so a member without a Node (a ghost) is invisible; it publishes no member
+// lists, cluster IDs, alarms, or leader.
+var blindSpots = []etcd.BlindSpot{
+	etcd.BlindSpotGhostMembers,
+	etcd.BlindSpotMemberLists,
+	etcd.BlindSpotClusterID,
+	etcd.BlindSpotAlarms,
+	etcd.BlindSpotLeader,
+}
+
+// Observe reads the etcd Nodes and returns what K3s says about their members. A Node that
+// hosts no member (no node-name annotation, or EtcdIsVoter NotAMember) contributes no member.
+// It fails only when Nodes cannot be listed, with ErrUnreachable.
+func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
+	nodes, err := b.etcdNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := b.cfg.Now()
+	s := &etcd.Snapshot{
+		Backend: BackendName, ObservedAt: now,
+		BlindSpots:  slices.Clone(blindSpots),
+		EvidenceTTL: b.cfg.StaleAfter(),
+	}
+	for _, n := range nodes {
+		r := assessNode(readNode(n), now, b.cfg.StaleAfter())
+		if r.member == nil {
+			continue
+		}
+		s.Members = append(s.Members, *r.member)
+		s.Evidence = append(s.Evidence, r.evidence)
+	}
+	ctrl.LoggerFrom(ctx).V(4).Info("Observed K3s etcd through Nodes", "etcdNodes", len(nodes), "members", len(s.Members))
+	return s, nil
+}
+
+// etcdNodes lists the Nodes K3s labelled etcd, sorted by name.
+func (b *Backend) etcdNodes(ctx context.Context) ([]*corev1.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
+	defer cancel()
+	list := &corev1.NodeList{}
+	if err := b.cfg.Reader.List(ctx, list, client.MatchingLabels{EtcdRoleLabel: "true"}); err != nil {
+		return nil, readError(err, "failed to list etcd Nodes")
+	}
+	nodes := make([]*corev1.Node, 0, len(list.Items))
+	for i := range list.Items {
+		nodes = append(nodes, &list.Items[i])
+	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return nodes, nil
+}
+
+// readError classifies a failed read of the workload apiserver: refused by RBAC is a
+// configuration problem (ErrInvalidInput), anything else means it cannot be read
+// (ErrUnreachable).
+func readError(err error, what string) error {
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return fmt.Errorf("%w: %s: the workload apiserver refused it: %w", etcd.ErrInvalidInput, what, err)
+	}
+	return fmt.Errorf("%w: %s: the workload apiserver cannot be read: %w", etcd.ErrUnreachable, what, err)
+}

@@ -1,0 +1,54 @@
+package k3s
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestParseVersion(t *testing.T) {
+	tests := []struct {
+		raw                                  string
+		program                              string
+		voter, health, exact, moves, retries bool
+		expectErr                            bool
+	}{
+		{raw: "v1.26.5+k3s1", program: "k3s", retries: true},
+		{raw: "v1.26.11+k3s2", program: "k3s", voter: true, retries: true},
+		{raw: "v1.27.10+k3s1", program: "k3s", voter: true, health: true, retries: true},
+		{raw: "v1.28.2+k3s1", program: "k3s", retries: true},
+		{raw: "v1.28.4+k3s1", program: "k3s", voter: true},
+		{raw: "v1.29.3+k3s1", program: "k3s", voter: true, health: true, exact: true},
+		{raw: "v1.33.4+k3s1", program: "k3s", voter: true, health: true, exact: true},
+		{raw: "v1.32.9+k3s1", program: "k3s", voter: true, health: true, exact: true},
+		{raw: "v1.32.10+rke2r1", program: "rke2", voter: true, health: true, exact: true, moves: true},
+		{raw: "v1.34.2+k3s1", program: "k3s", voter: true, health: true, exact: true, moves: true},
+		{raw: "v1.35.0-rc1+k3s1", program: "k3s", voter: true, health: true, exact: true, moves: true},
+		{raw: "v1.33.4", expectErr: true},
+		{raw: "", expectErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			g := NewWithT(t)
+			v, err := ParseVersion(tt.raw)
+			if tt.expectErr {
+				g.Expect(err).To(HaveOccurred())
+				return
+			}
+			g.Expect(err).ToNot(HaveOccurred())
+			g.Expect(v.Program).To(Equal(tt.program))
+			g.Expect(v.HasEtcdIsVoter()).To(Equal(tt.voter), "EtcdIsVoter")
+			g.Expect(v.HasHealthReasons()).To(Equal(tt.health), "health reasons")
+			g.Expect(v.ExactMemberMatch()).To(Equal(tt.exact), "exact match")
+			g.Expect(v.MovesLeader()).To(Equal(tt.moves), "moves leader")
+			g.Expect(v.RetriesRejection()).To(Equal(tt.retries), "retries rejection")
+		})
+	}
+}
+
+func TestMemberID(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(MemberID("cp-0-1a2b3c4d")).To(Equal(MemberID("cp-0-1a2b3c4d")))
+	g.Expect(MemberID("cp-0-1a2b3c4d")).ToNot(Equal(MemberID("cp-0-5e6f7a8b")))
+	g.Expect(MemberID("cp-0-1a2b3c4d")).ToNot(BeZero())
+}

@@ -1,0 +1,143 @@
+package k3s
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// notifier wakes the waiters of a Node when an event about it arrives.
+type notifier struct {
+	mu       sync.Mutex
+	attached bool
+	waiters  map[string]map[chan struct{}]struct{}
+}
+
+func newNotifier() *notifier {
+	return &notifier{waiters: map[string]map[chan struct{}]struct{}{}}
+}
+
+// subscribe returns a channel that receives a value after each event about node (coalesced),
+// and a function that unsubscribes.
+func (n *notifier) subscribe(node string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.waiters[node] == nil {
+		n.waiters[node] = map[chan struct{}]struct{}{}
+	}
+	n.waiters[node][ch] = struct{}{}
+	return ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		delete(n.waiters[node], ch)
+		if len(n.waiters[node]) == 0 {
+			delete(n.waiters, node)
+		}
+	}
+}
+
+func (n *notifier) notify(node string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.waiters[node] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (n *notifier) watching() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attached
+}
+
+func (n *notifier) markAttached() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.attached = true
+}
+
+// handler turns informer events into notifications. The informer updates its store before it
+// calls handlers, so a woken waiter reads the new Node from a cache backed by that informer.
+func (n *notifier) handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { n.notifyObject(obj) },
+		UpdateFunc: func(_, obj any) { n.notifyObject(obj) },
+		DeleteFunc: func(obj any) { n.notifyObject(obj) },
+	}
+}
+
+func (n *notifier) notifyObject(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if o, ok := obj.(client.Object); ok {
+		n.notify(o.GetName())
+	}
+}
+
+// AttachInformer makes the Backend notice Node changes from a Node informer, typically the one
+// behind Config.Reader, so that WaitForRemoval ends as soon as K3s reports.
+func (b *Backend) AttachInformer(informer ctrlcache.Informer) error {
+	if _, err := informer.AddEventHandler(b.notes.handler()); err != nil {
+		return fmt.Errorf("failed to add Node event handler: %w", err)
+	}
+	b.notes.markAttached()
+	return nil
+}
+
+// Watcher returns a clustercache.Watcher that attaches the Backend to the Node informer of the
+// workload cluster's cache: clusterCache.Watch(ctx, clusterKey, backend.Watcher()). Use it with
+// Config.Reader from clusterCache.GetReader, so a notified read sees the event's Node.
+func (b *Backend) Watcher() clustercache.Watcher { return &nodeWatcher{b: b} }
+
+type nodeWatcher struct{ b *Backend }
+
+func (w *nodeWatcher) Name() string          { return "etcd-adapter-k3s-nodes" }
+func (w *nodeWatcher) Object() client.Object { return &corev1.Node{} }
+
+func (w *nodeWatcher) Watch(c ctrlcache.Cache) error {
+	informer, err := c.GetInformer(context.Background(), &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("failed to get Node informer: %w", err)
+	}
+	return w.b.AttachInformer(informer)
+}
+
+// WaitForRemoval requests the removal of the member on nodeName, as RemoveMember does, and
+// returns once it is Removed or Rejected, re-checking on every event about the Node (and, as a
+// safety net, every Config.Resync). When ctx ends first it returns the last InProgress result
+// with ctx's error. It needs a Node watch (Start, AttachInformer or Watcher).
+func (b *Backend) WaitForRemoval(ctx context.Context, nodeName string) (etcd.Removal, error) {
+	if !b.notes.watching() {
+		return etcd.Removal{}, fmt.Errorf("%w: %w", etcd.ErrInvalidInput, errNoWatch)
+	}
+	events, unsubscribe := b.notes.subscribe(nodeName)
+	defer unsubscribe()
+	resync := time.NewTicker(b.cfg.Resync)
+	defer resync.Stop()
+	for {
+		r, err := b.RemoveMember(ctx, nodeName)
+		if err != nil || r.State != etcd.RemovalInProgress {
+			return r, err
+		}
+		select {
+		case <-events:
+		case <-resync.C:
+		case <-ctx.Done():
+			return r, fmt.Errorf("stopped waiting for the removal of the etcd member on Node %s: %s: %w", nodeName, r.Reason, context.Cause(ctx))
+		}
+	}
+}
