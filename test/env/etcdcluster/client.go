@@ -109,7 +109,7 @@ func (c *Cluster) ClusterID(ctx context.Context) (uint64, error) {
 func (c *Cluster) runningEndpoints() []string {
 	var eps []string
 	for _, m := range c.Members() {
-		if e := m.Etcd(); e != nil && !e.Server.IsLearner() {
+		if e := m.Etcd(); m.Running() && !e.Server.IsLearner() {
 			eps = append(eps, m.ClientURL())
 		}
 	}

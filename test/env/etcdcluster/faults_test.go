@@ -194,3 +194,20 @@ func isLearner(ctx context.Context, g *WithT, c *Cluster, id uint64) bool {
 	g.Expect(id).To(BeNil(), "member not found")
 	return false
 }
+
+func TestMember_removed(t *testing.T) {
+	g := NewWithT(t)
+	c := startCluster(t, 3)
+	m := c.Members()[2]
+	cli, err := c.NewClient(t.Context(), c.Members()[0].ClientURL())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+
+	// etcd's strict reconfiguration check refuses removals for a few seconds after start.
+	g.Eventually(func() error {
+		_, err := cli.MemberRemove(t.Context(), m.ID())
+		return err
+	}, 10*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Eventually(m.Running, 5*time.Second).Should(BeFalse(), "a removed member stops itself")
+	g.Expect(m.Stop()).To(Succeed())
+}

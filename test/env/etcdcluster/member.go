@@ -86,11 +86,20 @@ func (m *Member) ID() uint64 {
 	return m.id
 }
 
-// Running reports whether the member's etcd server is running.
+// Running reports whether the member's etcd server is running. A member that was removed
+// from the cluster (MemberRemove) stops its server by itself soon after, and is then not
+// running either.
 func (m *Member) Running() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.etcd != nil
+	e := m.Etcd()
+	if e == nil {
+		return false
+	}
+	select {
+	case <-e.Server.StopNotify():
+		return false
+	default:
+		return true
+	}
 }
 
 // Etcd returns the running embedded server, or nil; for assertions the client API cannot make.

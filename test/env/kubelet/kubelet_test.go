@@ -1,6 +1,8 @@
 package kubelet_test
 
 import (
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -149,6 +151,8 @@ func TestKubelet_Stop(t *testing.T) {
 
 	_, err := forward(t, spdyProtocol, metav1.NamespaceSystem, key.Name)
 	g.Expect(err).To(HaveOccurred(), "a stopped kubelet refuses port-forward")
+	_, err = net.Dial("tcp", net.JoinHostPort(kubelet.NodeIP, strconv.Itoa(int(k.Port()))))
+	g.Expect(err).To(HaveOccurred(), "nothing listens on the kubelet port")
 
 	g.Expect(apiServer.Client.Delete(t.Context(), pod, client.GracePeriodSeconds(30))).To(Succeed())
 	g.Consistently(func() error { return apiServer.Client.Get(t.Context(), key, &corev1.Pod{}) }, time.Second).
