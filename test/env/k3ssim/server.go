@@ -32,9 +32,8 @@ func peerIP(m member) (string, error) {
 // syncServers is every running server's per-tick work: a server whose member is no longer in
 // the member list tombstones itself (its etcd stops, its Node goes NotReady); the others
 // re-assert their Node metadata. It returns the member list, or nil when etcd did not answer.
-func (s *Simulator) syncServers(ctx context.Context) []member {
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
+// The caller holds opMu.
+func (s *Simulator) syncServersLocked(ctx context.Context) []member {
 	members, err := s.etcd.members(ctx)
 	if err != nil {
 		s.log.Error(err, "Skipping tick")

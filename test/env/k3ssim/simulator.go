@@ -92,8 +92,9 @@ type Simulator struct {
 	kubelet Kubelet
 	log     logr.Logger
 
-	// opMu serializes membership changes (removal + tombstone, rejoin) with the metadata
-	// pass, so a removed server never re-annotates its Node after K3s cleared node-name.
+	// opMu serializes membership changes (removal + tombstone, rejoin) with the tick, so a
+	// removed server never re-annotates its Node after K3s cleared node-name, and no health
+	// check reaches a member between its removal and its tombstone (see tick).
 	opMu sync.Mutex
 	// condMu is held by an EtcdIsVoter pass.
 	condMu sync.Mutex
@@ -165,7 +166,9 @@ func (s *Simulator) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.syncServers(ctx)
+	s.opMu.Lock()
+	s.syncServersLocked(ctx)
+	s.opMu.Unlock()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	s.cancel, s.done = cancel, make(chan struct{})
@@ -250,8 +253,15 @@ func (s *Simulator) run(ctx context.Context) {
 
 // tick runs, in order: every running server's tombstone check and metadata controller, then
 // the raft leader's duties (EtcdIsVoter, learner promotion).
+//
+// Important: the whole tick holds opMu, like a removal from MemberRemove to the tombstone.
+// A removed member keeps serving for a moment after it applied its own removal, and etcd
+// panics (killing the test binary) on a Status call in that window ("failed to find local ID
+// in cluster members"); serializing keeps the health checks out of it.
 func (s *Simulator) tick(ctx context.Context) {
-	members := s.syncServers(ctx)
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	members := s.syncServersLocked(ctx)
 	if members == nil {
 		return
 	}
