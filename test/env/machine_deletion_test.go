@@ -11,11 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
 	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
+	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
 )
 
 const (
@@ -82,21 +82,23 @@ func TestMachineDeletion_drainsThenWaitsForPreTerminateHook(t *testing.T) {
 func registerTestCluster(ctx context.Context, t *testing.T, p pair) *clusterv1.Cluster {
 	t.Helper()
 	g := NewWithT(t)
-	ca := &secret.Certificate{Purpose: secret.EtcdCA}
-	g.Expect(ca.Generate()).To(Succeed())
+	ca, err := pki.NewCA()
+	g.Expect(err).NotTo(HaveOccurred())
 	cluster, err := RegisterCluster(ctx, p.mgmt.Client, ClusterInput{
 		Namespace:  createNamespace(ctx, t, p.mgmt),
 		Name:       "workload",
 		Workload:   p.workload.Config,
-		EtcdCACert: ca.KeyPair.Cert,
-		EtcdCAKey:  ca.KeyPair.Key,
+		EtcdCACert: ca.CertPEM(),
+		EtcdCAKey:  ca.KeyPEM(),
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	etcd := &corev1.Secret{}
 	g.Expect(p.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: "workload-etcd"}, etcd)).To(Succeed())
 	g.Expect(etcd.Type).To(Equal(clusterv1.ClusterSecretType))
-	g.Expect(etcd.Data).To(HaveKeyWithValue("tls.crt", ca.KeyPair.Cert))
-	g.Expect(etcd.Data).To(HaveKeyWithValue("tls.key", ca.KeyPair.Key))
+	g.Expect(etcd.Labels).To(HaveKeyWithValue(clusterv1.ClusterNameLabel, "workload"))
+	fromSecret, err := pki.CAFromSecret(etcd)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fromSecret.Certificate().Equal(ca.Certificate())).To(BeTrue())
 	g.Eventually(func() error {
 		_, err := p.mgmt.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(cluster))
 		return err
