@@ -36,6 +36,10 @@ func (s *Simulator) registerNode(ctx context.Context, name, ip string) error {
 // server's own Node (contract, "Keys on the Node").
 func (s *Simulator) desiredMetadata(srv server) (labels, annotations map[string]string) {
 	labels = map[string]string{EtcdRoleLabel: "true", ControlPlaneRoleLabel: "true"}
+	for k, v := range s.opts.ClusterLabels {
+		// Not K3s's: keeps a Node registered by someone else (a kubelet stand-in) in scope.
+		labels[k] = v
+	}
 	if s.profile.MasterLabel {
 		labels[MasterRoleLabel] = "true"
 	}

@@ -1,6 +1,7 @@
 package k3ssim
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -19,7 +20,19 @@ var _ EtcdCluster = &etcdcluster.Cluster{}
 // by Node name prefixes.
 var workload *env.APIServer
 
+// defaultParallel is how many tests run at once unless -test.parallel is given. The tests
+// mostly wait, on etcd rather than on the CPU: etcd refuses a member removal until the
+// remaining peers have been connected for 5 s (its HealthInterval), so GOMAXPROCS (the
+// default) would leave the machine idle.
+const defaultParallel = "8"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelGiven := false
+	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
+	if !parallelGiven {
+		_ = flag.Set("test.parallel", defaultParallel)
+	}
 	// The member controller's manager logs through the simulator's logger; silence the
 	// controller-runtime global so it does not complain that it was never set.
 	ctrl.SetLogger(logr.Discard())
