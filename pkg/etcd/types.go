@@ -87,15 +87,15 @@ type MemberEvidence struct {
 type BlindSpot string
 
 const (
-	// BlindSpotGhostMembers: the backend cannot see members that no Node hosts.
+	// BlindSpotGhostMembers means the backend cannot see members that no Node hosts.
 	BlindSpotGhostMembers BlindSpot = "GhostMembers"
-	// BlindSpotMemberLists: members' own member lists are not available for comparison.
+	// BlindSpotMemberLists means members' own member lists are not available for comparison.
 	BlindSpotMemberLists BlindSpot = "MemberListAgreement"
-	// BlindSpotClusterID: members' cluster IDs are not available for comparison.
+	// BlindSpotClusterID means members' cluster IDs are not available for comparison.
 	BlindSpotClusterID BlindSpot = "ClusterIDAgreement"
-	// BlindSpotAlarms: alarms are not available.
+	// BlindSpotAlarms means alarms are not available.
 	BlindSpotAlarms BlindSpot = "Alarms"
-	// BlindSpotLeader: the backend does not know which member leads.
+	// BlindSpotLeader means the backend does not know which member leads.
 	BlindSpotLeader BlindSpot = "Leader"
 )
 
