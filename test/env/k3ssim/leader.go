@@ -15,7 +15,9 @@ func (s *Simulator) leaderDuties(ctx context.Context, members []member) {
 		return
 	}
 	s.conditionPass(ctx, members)
-	s.manageLearners(ctx, members)
+	if !s.PromotionHeld() {
+		s.manageLearners(ctx, members)
+	}
 }
 
 // leaderProcessRuns reports whether the leader member belongs to a running simulated server.
