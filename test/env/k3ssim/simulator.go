@@ -102,8 +102,7 @@ type Simulator struct {
 	mu              sync.Mutex
 	servers         map[string]*server
 	conditionWriter bool
-	// promotionHeld stops learner promotion (see HoldPromotion).
-	promotionHeld bool
+	promotionHeld   bool
 	requeues        map[string]int
 	learners        map[uint64]learnerProgress
 	leaderMoves     int
