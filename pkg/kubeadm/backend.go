@@ -1,0 +1,58 @@
+package kubeadm
+
+import (
+	"context"
+	"sync"
+
+	"github.com/go-logr/logr"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// BackendName is the Snapshot.Backend of this backend.
+const BackendName = "kubeadm"
+
+var _ etcd.Cluster = &Backend{}
+
+// Backend is the etcd of one kubeadm workload cluster. It is safe for concurrent use. Its
+// member connections are kept between calls; Close closes them.
+type Backend struct {
+	cfg    Config
+	log    logr.Logger
+	certs  *certSource
+	dialer *dialer
+	pool   *pool
+
+	mu    sync.Mutex
+	known []string // Nodes of the members seen last, asked first next time
+}
+
+// New returns a Backend for the workload cluster cfg names. It connects lazily: nothing is
+// dialled until the first call.
+func New(cfg Config) (*Backend, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.WithValues("Cluster", cfg.Cluster.String())
+	d := &dialer{cfg: cfg}
+	return &Backend{
+		cfg:    cfg,
+		log:    log,
+		certs:  &certSource{cfg: cfg},
+		dialer: d,
+		pool:   newPool(d, cfg.IdleTimeout, log),
+	}, nil
+}
+
+// Close closes every member connection. The Backend must not be used afterwards.
+func (b *Backend) Close() error { return b.pool.close() }
+
+// logger returns the context's logger (with the cluster) when there is one, else the
+// configured one.
+func (b *Backend) logger(ctx context.Context) logr.Logger {
+	if l, err := logr.FromContext(ctx); err == nil {
+		return l.WithValues("Cluster", b.cfg.Cluster.String())
+	}
+	return b.log
+}

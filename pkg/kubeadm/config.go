@@ -1,0 +1,128 @@
+package kubeadm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// Defaults of Config, KCP's where KCP has one.
+const (
+	// DefaultDialTimeout bounds opening one port-forward and TLS handshake (KCP: 10 s).
+	DefaultDialTimeout = 10 * time.Second
+	// DefaultCallTimeout bounds every etcd call (KCP: 15 s).
+	DefaultCallTimeout = 15 * time.Second
+	// DefaultCertTTL is the validity of the minted client certificate. KCP mints 10 years; a day
+	// limits what a leaked certificate is worth.
+	DefaultCertTTL = 24 * time.Hour
+	// DefaultMaxConcurrency bounds how many members are asked (and dialled) at once.
+	DefaultMaxConcurrency = 8
+	// DefaultIdleTimeout is how long an unused member connection is kept.
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// KeyAlgorithm is the algorithm of the client certificate's key.
+type KeyAlgorithm string
+
+// Key algorithms.
+const (
+	// KeyRSA2048 is RSA with a 2048-bit key, as KCP uses.
+	KeyRSA2048 KeyAlgorithm = "RSA-2048"
+	// KeyECDSAP256 is ECDSA on P-256: faster to generate and to handshake.
+	KeyECDSAP256 KeyAlgorithm = "ECDSA-P256"
+)
+
+// RESTConfigFunc returns the REST config of the workload cluster's apiserver. It is called on
+// every dial and pod discovery, so it must be cheap (the ClusterCache's is).
+type RESTConfigFunc func(ctx context.Context) (*rest.Config, error)
+
+// FromClusterCache returns the workload cluster's REST config from CAPI's ClusterCache. A
+// cluster that is not connected is reported as etcd.ErrUnreachable.
+func FromClusterCache(cc clustercache.ClusterCache, cluster client.ObjectKey) RESTConfigFunc {
+	return func(ctx context.Context) (*rest.Config, error) {
+		cfg, err := cc.GetRESTConfig(ctx, cluster)
+		if err != nil {
+			if errors.Is(err, clustercache.ErrClusterNotConnected) {
+				return nil, fmt.Errorf("%w: workload cluster %s: %w", etcd.ErrUnreachable, cluster, err)
+			}
+			return nil, fmt.Errorf("failed to get REST config of workload cluster %s: %w", cluster, err)
+		}
+		return cfg, nil
+	}
+}
+
+// StaticRESTConfig returns cfg on every call, for providers that hold the config themselves.
+func StaticRESTConfig(cfg *rest.Config) RESTConfigFunc {
+	return func(context.Context) (*rest.Config, error) { return cfg, nil }
+}
+
+// Config configures a Backend for one workload cluster.
+type Config struct {
+	// Cluster is the namespace and name of the CAPI Cluster; the etcd CA is read from the
+	// Secret `<name>-etcd` in its namespace. Required.
+	Cluster client.ObjectKey
+	// ClusterUID is the Cluster's UID; the client certificate is cached per UID and CA, so a
+	// Cluster re-created under the same name never reuses a certificate.
+	ClusterUID types.UID
+	// RESTConfig reaches the workload apiserver (FromClusterCache or StaticRESTConfig). Required.
+	RESTConfig RESTConfigFunc
+	// Client reads the CA Secret from the management cluster. Required.
+	Client client.Reader
+
+	// DialTimeout bounds one port-forward plus TLS handshake; zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// CallTimeout bounds every etcd call; zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// CertTTL is the client certificate's validity; zero means DefaultCertTTL. It is renewed
+	// once two thirds of it passed.
+	CertTTL time.Duration
+	// KeyAlgorithm of the client certificate; empty means KeyRSA2048.
+	KeyAlgorithm KeyAlgorithm
+	// MaxConcurrency bounds how many members are asked at once; zero means
+	// DefaultMaxConcurrency.
+	MaxConcurrency int
+	// IdleTimeout is how long an unused member connection is kept; zero means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Logger receives the backend's logs; zero discards them. Calls also log to the logger in
+	// their context when it has one.
+	Logger logr.Logger
+}
+
+// withDefaults validates c and fills its zero settings.
+func (c Config) withDefaults() (Config, error) {
+	if c.Cluster.Name == "" || c.RESTConfig == nil || c.Client == nil {
+		return c, fmt.Errorf("%w: kubeadm backend needs Cluster, RESTConfig and Client", etcd.ErrInvalidInput)
+	}
+	c.DialTimeout = orDefault(c.DialTimeout, DefaultDialTimeout)
+	c.CallTimeout = orDefault(c.CallTimeout, DefaultCallTimeout)
+	c.CertTTL = orDefault(c.CertTTL, DefaultCertTTL)
+	c.IdleTimeout = orDefault(c.IdleTimeout, DefaultIdleTimeout)
+	if c.MaxConcurrency <= 0 {
+		c.MaxConcurrency = DefaultMaxConcurrency
+	}
+	switch c.KeyAlgorithm {
+	case "":
+		c.KeyAlgorithm = KeyRSA2048
+	case KeyRSA2048, KeyECDSAP256:
+	default:
+		return c, fmt.Errorf("%w: unknown client key algorithm %q", etcd.ErrInvalidInput, c.KeyAlgorithm)
+	}
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

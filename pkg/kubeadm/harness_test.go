@@ -1,0 +1,306 @@
+package kubeadm
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/etcdtest"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
+	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
+)
+
+// startTimeout bounds starting one workload cluster on a busy machine.
+const startTimeout = 2 * time.Minute
+
+var clusterSeq atomic.Int32
+
+// workloadCluster is one kubeadm-flavoured workload cluster: a real TLS etcd cluster whose
+// members are named after their Nodes, a kubelet stand-in per Node forwarding 2379 to its
+// member, the etcd mirror Pods, and the Cluster registered in the management cluster with its
+// kubeconfig and etcd CA Secrets.
+type workloadCluster struct {
+	t         testing.TB
+	apiServer *env.APIServer
+	etcd      *etcdcluster.Cluster
+	key       client.ObjectKey
+	uid       string
+	nodes     []string
+
+	mu       sync.Mutex
+	kubelets map[string]*kubelet.Kubelet
+}
+
+// startWorkloadCluster starts a workload cluster of n members on apiServer; everything stops
+// with the test.
+func startWorkloadCluster(t testing.TB, apiServer *env.APIServer, n int) *workloadCluster {
+	t.Helper()
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	prefix := fmt.Sprintf("kc%d", clusterSeq.Add(1))
+	ec, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes(prefix, n)})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = ec.Close() })
+	w := &workloadCluster{t: t, apiServer: apiServer, etcd: ec, kubelets: map[string]*kubelet.Kubelet{}}
+	for _, m := range ec.Members() {
+		g.Expect(w.startNode(ctx, m)).To(Succeed())
+		w.nodes = append(w.nodes, m.NodeName())
+	}
+	w.register(ctx, t, prefix)
+	return w
+}
+
+// startNode starts the kubelet stand-in of the member's Node and its etcd Pod; they stop
+// when the test that started the cluster ends.
+func (w *workloadCluster) startNode(ctx context.Context, m *etcdcluster.Member) error {
+	k, err := kubelet.Start(ctx, kubelet.Options{
+		NodeName: m.NodeName(), Config: w.apiServer.Config,
+		Targets:           map[int32]string{kubelet.EtcdPort: m.ClientAddress()},
+		HeartbeatInterval: 2 * time.Second, PodSyncInterval: time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	w.t.Cleanup(func() { _ = k.Stop() })
+	if _, err := kubelet.CreateEtcdPod(ctx, w.apiServer.Client, m.NodeName()); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.kubelets[m.NodeName()] = k
+	w.mu.Unlock()
+	return nil
+}
+
+// register creates the Cluster with its Secrets and waits until the ClusterCache connected.
+func (w *workloadCluster) register(ctx context.Context, t testing.TB, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kubeadm-"}}
+	g.Expect(mgmt.Client.Create(ctx, ns)).To(Succeed())
+	ca := w.etcd.CA()
+	cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{
+		Namespace: ns.Name, Name: name, Workload: w.apiServer.Config,
+		EtcdCACert: ca.CertPEM(), EtcdCAKey: ca.KeyPEM(),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	w.key, w.uid = client.ObjectKeyFromObject(cluster), string(cluster.UID)
+	g.Eventually(func() error {
+		_, err := mgmt.ClusterCache.GetRESTConfig(ctx, w.key)
+		return err
+	}).WithTimeout(startTimeout).WithPolling(200 * time.Millisecond).Should(Succeed())
+}
+
+// backend returns a Backend for the cluster, reaching it through the ClusterCache, closed
+// with the test.
+func (w *workloadCluster) backend(t testing.TB, mutate ...func(*Config)) *Backend {
+	t.Helper()
+	cfg := Config{
+		Cluster: w.key, ClusterUID: typesUID(w.uid),
+		RESTConfig: FromClusterCache(mgmt.ClusterCache, w.key),
+		Client:     mgmt.Client,
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	b, err := New(cfg)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func (w *workloadCluster) kubelet(node string) *kubelet.Kubelet {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kubelets[node]
+}
+
+// harness runs the conformance suite on the kubeadm backend.
+type harness struct{}
+
+var _ etcdtest.Harness = harness{}
+
+// Start starts a workload cluster (on its own apiserver when isolated) and a Backend for it.
+func (harness) Start(t *testing.T, spec etcdtest.Spec) *etcdtest.Env {
+	t.Helper()
+	apiServer := workload
+	if spec.Isolated {
+		s, err := env.StartAPIServer(env.APIServerOptions{})
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = s.Stop() })
+		apiServer = s
+	}
+	w := startWorkloadCluster(t, apiServer, spec.Members)
+	return &etcdtest.Env{Cluster: w.backend(t), Nodes: append([]string(nil), w.nodes...), Faults: &faults{w: w}}
+}
+
+// NotApplicable: the kubeadm backend runs every case.
+func (harness) NotApplicable() map[etcdtest.Case]string { return nil }
+
+// faults implements etcdtest.Faults on the real environment.
+type faults struct{ w *workloadCluster }
+
+func (f *faults) member(node string) (*etcdcluster.Member, error) {
+	if m := f.w.etcd.MemberOnNode(node); m != nil {
+		return m, nil
+	}
+	return nil, fmt.Errorf("no etcd member on Node %s", node)
+}
+
+func (f *faults) KillMember(_ context.Context, node string) error {
+	m, err := f.member(node)
+	if err != nil {
+		return err
+	}
+	return m.Kill()
+}
+
+func (f *faults) RestartMember(ctx context.Context, node string) error {
+	m, err := f.member(node)
+	if err != nil {
+		return err
+	}
+	return m.Restart(ctx)
+}
+
+func (f *faults) RaiseNoSpace(ctx context.Context, node string) error {
+	m, err := f.member(node)
+	if err != nil {
+		return err
+	}
+	return f.w.etcd.RaiseNoSpace(ctx, m.Name())
+}
+
+func (f *faults) AddLearner(ctx context.Context, node string) error {
+	m, err := f.w.etcd.AddLearner(ctx, etcdcluster.MemberSpec{NodeName: node})
+	if err != nil {
+		return err
+	}
+	return f.w.startNode(ctx, m)
+}
+
+func (f *faults) AddNeverStarted(ctx context.Context) (uint64, error) {
+	id, _, err := f.w.etcd.AddGhostLearner(ctx)
+	return id, err
+}
+
+func (f *faults) SplitBrain(ctx context.Context, node string) error {
+	sep, err := f.w.etcd.StartSeparate(ctx, node)
+	if err != nil {
+		return err
+	}
+	k := f.w.kubelet(node)
+	if k == nil {
+		return fmt.Errorf("no kubelet on Node %s", node)
+	}
+	k.Retarget(kubelet.EtcdPort, sep.Members()[0].ClientAddress())
+	return nil
+}
+
+func (f *faults) BreakCA(ctx context.Context) error {
+	other, err := pki.NewCA()
+	if err != nil {
+		return err
+	}
+	s := &corev1.Secret{}
+	if err := mgmt.Client.Get(ctx, f.caKey(), s); err != nil {
+		return err
+	}
+	s.Data["tls.crt"], s.Data["tls.key"] = other.CertPEM(), other.KeyPEM()
+	return mgmt.Client.Update(ctx, s)
+}
+
+func (f *faults) DeleteCA(ctx context.Context) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.caKey().Namespace, Name: f.caKey().Name}}
+	return mgmt.Client.Delete(ctx, s)
+}
+
+func (f *faults) caKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: f.w.key.Namespace, Name: f.w.key.Name + "-etcd"}
+}
+
+func (f *faults) StopAPIServer(context.Context) error {
+	if f.w.apiServer == workload {
+		return errors.New("refusing to stop the shared workload apiserver: ask for an isolated cluster")
+	}
+	return f.w.apiServer.StopServing()
+}
+
+// LeaderNode asks the running members' raft state which member leads.
+func (f *faults) LeaderNode(context.Context) (string, error) {
+	for _, m := range f.w.etcd.Members() {
+		e := m.Etcd()
+		if e == nil {
+			continue
+		}
+		if lead := f.w.etcd.Members(); lead != nil {
+			for _, l := range lead {
+				if l.Running() && l.ID() == uint64(e.Server.Leader()) {
+					return l.NodeName(), nil
+				}
+			}
+		}
+	}
+	return "", errors.New("no running member knows a running leader")
+}
+
+// HasMember lists members through a running member, other than node's when there is one (a
+// removed member may still run and answer with its stale view).
+func (f *faults) HasMember(ctx context.Context, node string) (bool, error) {
+	var errs []error
+	members := f.w.etcd.Members()
+	slices.SortStableFunc(members, func(a, b *etcdcluster.Member) int {
+		return cmp.Compare(boolInt(a.NodeName() == node), boolInt(b.NodeName() == node))
+	})
+	for _, m := range members {
+		if !m.Running() {
+			continue
+		}
+		found, err := memberListHas(ctx, m, node)
+		if err == nil {
+			return found, nil
+		}
+		errs = append(errs, err)
+	}
+	return false, fmt.Errorf("no running member answered: %w", errors.Join(errs...))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func memberListHas(ctx context.Context, m *etcdcluster.Member, node string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	cli, err := m.NewClient(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cli.Close()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, mm := range resp.Members {
+		if mm.Name == node {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,283 @@
+package kubeadm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// Keep-alive of member connections: a tunnel that died without a close (apiserver or kubelet
+// gone silent) is noticed within keepAliveTime + keepAliveTimeout even when idle.
+const (
+	keepAliveTime    = 30 * time.Second
+	keepAliveTimeout = 10 * time.Second
+)
+
+// memberClient is a clientv3 client for one member, over one port-forward.
+type memberClient struct {
+	node        string
+	fingerprint string
+	cli         *clientv3.Client
+	cluster     clientv3.Cluster
+	maint       clientv3.Maintenance
+
+	mu       sync.Mutex
+	dialErr  error
+	lastUsed time.Time
+}
+
+func (m *memberClient) setDialErr(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dialErr = err
+}
+
+func (m *memberClient) lastDialErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dialErr
+}
+
+func (m *memberClient) touch(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastUsed = now
+}
+
+func (m *memberClient) idleSince() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastUsed
+}
+
+// ready is the health probe run before every use: it returns nil when the connection is up,
+// connects an idle one, and reports the dial error of a broken one.
+func (m *memberClient) ready(ctx context.Context) error {
+	conn := m.cli.ActiveConnection()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Idle:
+			conn.Connect()
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			if err := m.lastDialErr(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: connection to etcd on Node %s is %s", etcd.ErrUnreachable, m.node, s)
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			if err := m.lastDialErr(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: connection to etcd on Node %s stayed %s: %w", etcd.ErrUnreachable, m.node, s, context.Cause(ctx))
+		}
+	}
+}
+
+// pool keeps one memberClient per Node. Broken clients are replaced on the next get, idle ones
+// are closed by a janitor, and close closes everything.
+type pool struct {
+	dialer *dialer
+	idle   time.Duration
+	log    logr.Logger
+
+	mu      sync.Mutex
+	clients map[string]*memberClient
+	closed  bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newPool(d *dialer, idle time.Duration, log logr.Logger) *pool {
+	p := &pool{dialer: d, idle: idle, log: log, clients: map[string]*memberClient{}, stop: make(chan struct{})}
+	p.wg.Go(p.janitor)
+	return p
+}
+
+// errClosed is returned after Close.
+var errClosed = fmt.Errorf("%w: the kubeadm etcd backend is closed", etcd.ErrInvalidInput)
+
+// get returns a ready client for the member on node, dialling a new one when there is none,
+// when the CA changed, or when the probe finds the old one broken.
+func (p *pool) get(ctx context.Context, node string, creds *credentials) (*memberClient, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errClosed
+	}
+	c := p.clients[node]
+	p.mu.Unlock()
+	if c != nil && c.fingerprint == creds.fingerprint {
+		if err := c.ready(ctx); err == nil {
+			c.touch(time.Now())
+			return c, nil
+		}
+		p.log.V(4).Info("Replacing broken etcd connection", "node", node)
+	}
+	if c != nil {
+		p.drop(node, c)
+	}
+	return p.connect(ctx, node, creds)
+}
+
+// connect dials a new client and keeps it unless the pool closed meanwhile.
+func (p *pool) connect(ctx context.Context, node string, creds *credentials) (*memberClient, error) {
+	c, err := p.newClient(node, creds)
+	if err != nil {
+		return nil, err
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, p.dialer.cfg.DialTimeout)
+	defer cancel()
+	if err := c.ready(dialCtx); err != nil {
+		_ = c.cli.Close()
+		return nil, err
+	}
+	c.touch(time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = c.cli.Close()
+		return nil, errClosed
+	}
+	if old := p.clients[node]; old != nil {
+		// Another call connected meanwhile; keep the newest.
+		go func() { _ = old.cli.Close() }()
+	}
+	p.clients[node] = c
+	return c, nil
+}
+
+// newClient builds a clientv3 client whose only way to the member is the port-forward dialer.
+// TLS is done by the dialer (so its errors are ours to classify), hence no TLS config here.
+func (p *pool) newClient(node string, creds *credentials) (*memberClient, error) {
+	c := &memberClient{node: node, fingerprint: creds.fingerprint}
+	dial := func(ctx context.Context, _ string) (net.Conn, error) {
+		conn, err := p.dialer.dial(ctx, node, creds)
+		c.setDialErr(err)
+		return conn, err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		// The endpoint only names the target; the dialer decides where the bytes go.
+		Endpoints:            []string{fmt.Sprintf("%s:%d", podName(node), etcdPort)},
+		DialTimeout:          p.dialer.cfg.DialTimeout,
+		DialKeepAliveTime:    keepAliveTime,
+		DialKeepAliveTimeout: keepAliveTimeout,
+		DialOptions:          []grpc.DialOption{grpc.WithContextDialer(dial)},
+		MaxUnaryRetries:      1,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create etcd client for Node %s: %w", node, err)
+	}
+	c.cli = cli
+	c.cluster = clientv3.NewClusterFromClusterClient(pb.NewClusterClient(cli.ActiveConnection()), cli)
+	// Status through the client's own connection: clientv3's Status(endpoint) would dial a
+	// second connection (another port-forward) on every call.
+	c.maint = clientv3.NewMaintenanceFromMaintenanceClient(pb.NewMaintenanceClient(cli.ActiveConnection()), cli)
+	return c, nil
+}
+
+// drop closes and forgets c if it is still the pool's client for node.
+func (p *pool) drop(node string, c *memberClient) {
+	p.mu.Lock()
+	if p.clients[node] == c {
+		delete(p.clients, node)
+	}
+	p.mu.Unlock()
+	_ = c.cli.Close()
+}
+
+// retain closes the clients of Nodes not in keep (members that left the cluster).
+func (p *pool) retain(keep map[string]bool) {
+	p.mu.Lock()
+	var gone []*memberClient
+	for node, c := range p.clients {
+		if !keep[node] {
+			gone = append(gone, c)
+			delete(p.clients, node)
+		}
+	}
+	p.mu.Unlock()
+	closeAll(gone)
+}
+
+// dropAll closes every client (a new CA makes them all stale).
+func (p *pool) dropAll() { p.retain(nil) }
+
+// janitor closes clients unused for longer than the idle timeout.
+func (p *pool) janitor() {
+	t := time.NewTicker(max(p.idle/4, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case now := <-t.C:
+			p.evictIdle(now)
+		}
+	}
+}
+
+func (p *pool) evictIdle(now time.Time) {
+	p.mu.Lock()
+	var idle []*memberClient
+	for node, c := range p.clients {
+		if now.Sub(c.idleSince()) > p.idle {
+			idle = append(idle, c)
+			delete(p.clients, node)
+			p.log.V(4).Info("Closing idle etcd connection", "node", node)
+		}
+	}
+	p.mu.Unlock()
+	closeAll(idle)
+}
+
+// close closes every client and stops the janitor; it is idempotent.
+func (p *pool) close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	clients := p.clients
+	p.clients = map[string]*memberClient{}
+	p.mu.Unlock()
+	close(p.stop)
+	p.wg.Wait()
+	var errs []error
+	for _, c := range clients {
+		if err := c.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("failed to close etcd client for Node %s: %w", c.node, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func closeAll(cs []*memberClient) {
+	for _, c := range cs {
+		_ = c.cli.Close()
+	}
+}
+
+// size reports how many member clients are open.
+func (p *pool) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.clients)
+}

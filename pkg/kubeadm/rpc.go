@@ -1,0 +1,39 @@
+package kubeadm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// call runs one etcd call with its own deadline, CallTimeout.
+func call[T any](ctx context.Context, b *Backend, what string, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, b.cfg.CallTimeout, fmt.Errorf("%s: call timeout %s expired", what, b.cfg.CallTimeout))
+	defer cancel()
+	return fn(ctx)
+}
+
+// isLearnerRejection reports etcd's "rpc not supported for learner": a fact about the
+// member, not a failure.
+func isLearnerRejection(err error) bool {
+	return err != nil && (errors.Is(err, rpctypes.ErrGRPCNotSupportedForLearner) ||
+		strings.Contains(err.Error(), "rpc not supported for learner"))
+}
+
+// isEtcdAnswer reports whether err came from etcd itself (it was listening and answered with
+// an error) rather than from the connection.
+func isEtcdAnswer(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := rpctypes.Error(err).(rpctypes.EtcdError); ok {
+		return true
+	}
+	s, ok := status.FromError(err)
+	return ok && s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded && s.Code() != codes.Canceled
+}
