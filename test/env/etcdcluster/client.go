@@ -57,18 +57,29 @@ func (s *settings) clientConfig(endpoints []string) (clientv3.Config, error) {
 }
 
 // NewClient returns a client, closed by the caller, for the given endpoints; with none, for
-// every running member.
+// every running voting member. ctx's deadline bounds only the dial.
 func (c *Cluster) NewClient(ctx context.Context, endpoints ...string) (*clientv3.Client, error) {
 	cfg, err := c.ClientConfig(endpoints...)
 	if err != nil {
 		return nil, err
 	}
-	return newClient(ctx, cfg)
+	return NewClient(ctx, cfg)
 }
 
-// newClient connects a client with cfg, bounded by ctx.
-func newClient(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
-	cfg.Context = ctx
+// NewClient connects a client with cfg, e.g. one from ClientConfig and WithServerName, and
+// returns it once connected, or an error when ctx's deadline or cfg.DialTimeout (default
+// DialTimeout) passes first. ctx bounds only the dial: the client lives until the caller
+// closes it.
+func NewClient(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DialTimeout
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < cfg.DialTimeout {
+		cfg.DialTimeout = max(time.Until(deadline), time.Millisecond)
+	}
+	// clientv3 closes a client when cfg.Context ends, which would surprise callers that
+	// pass a short-lived ctx; its values are kept.
+	cfg.Context = context.WithoutCancel(ctx)
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to connect to etcd %v: %w", cfg.Endpoints, err)
@@ -87,7 +98,7 @@ func (m *Member) NewClient(ctx context.Context) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClient(ctx, cfg)
+	return NewClient(ctx, cfg)
 }
 
 // ClusterID returns the cluster ID reported by the running members.

@@ -106,7 +106,7 @@ func connectAndList(ctx context.Context, cfg clientv3.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	cfg.DialTimeout = 2 * time.Second
-	cli, err := newClient(ctx, cfg)
+	cli, err := NewClient(ctx, cfg)
 	if err != nil {
 		return err
 	}

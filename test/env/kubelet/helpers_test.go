@@ -2,20 +2,25 @@ package kubelet_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
@@ -41,6 +46,7 @@ type node struct {
 func startNodes(t *testing.T, prefix string, n int) (*etcdcluster.Cluster, []node) {
 	t.Helper()
 	g := NewWithT(t)
+	prefix = uniqueName(prefix)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -52,8 +58,9 @@ func startNodes(t *testing.T, prefix string, n int) (*etcdcluster.Cluster, []nod
 	var nodes []node
 	for _, m := range cluster.Members() {
 		k := startKubelet(t, m.NodeName(), map[int32]string{kubelet.EtcdPort: m.ClientAddress()})
-		_, err := kubelet.CreateEtcdPod(ctx, apiServer.Client, m.NodeName())
+		pod, err := kubelet.CreateEtcdPod(ctx, apiServer.Client, m.NodeName())
 		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { deleteNow(t, pod) })
 		nodes = append(nodes, node{member: m, kubelet: k})
 	}
 	return cluster, nodes
@@ -68,8 +75,24 @@ func startKubelet(t *testing.T, nodeName string, targets map[int32]string) *kube
 		HeartbeatInterval: 500 * time.Millisecond, PodSyncInterval: 200 * time.Millisecond,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(k.Stop()).To(Succeed()) })
+	t.Cleanup(func() {
+		g.Expect(k.Stop()).To(Succeed())
+		deleteNow(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	})
 	return k
+}
+
+// uniqueName appends a random suffix, so that tests repeated against one apiserver
+// (go test -count) do not meet the objects of earlier runs.
+func uniqueName(prefix string) string {
+	return prefix + "-" + strings.ToLower(rand.Text()[:5])
+}
+
+// deleteNow deletes obj without grace period; it may be gone already.
+func deleteNow(t *testing.T, obj client.Object) {
+	t.Helper()
+	err := apiServer.Client.Delete(context.WithoutCancel(t.Context()), obj, client.GracePeriodSeconds(0))
+	NewWithT(t).Expect(client.IgnoreNotFound(err)).To(Succeed())
 }
 
 // forward port-forwards a local port to port 2379 of the Pod through the apiserver, as KCP

@@ -82,7 +82,7 @@ func TestKubelet_Break(t *testing.T) {
 
 func TestKubelet_node(t *testing.T) {
 	g := NewWithT(t)
-	k := startKubelet(t, "heartbeat-0", nil)
+	k := startKubelet(t, uniqueName("heartbeat"), nil)
 
 	node := getNode(t, k.NodeName())
 	g.Expect(node.Status.Addresses).To(ConsistOf(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}))
@@ -107,10 +107,10 @@ func TestKubelet_node(t *testing.T) {
 
 func TestKubelet_pods(t *testing.T) {
 	g := NewWithT(t)
-	k := startKubelet(t, "pods-0", nil)
+	k := startKubelet(t, uniqueName("pods"), nil)
 
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "workload"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "workload-"},
 		Spec: corev1.PodSpec{
 			NodeName:   k.NodeName(),
 			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
