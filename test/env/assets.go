@@ -1,7 +1,6 @@
 package env
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -69,6 +68,3 @@ func checkExecutable(path string) error {
 	}
 	return nil
 }
-
-// errNotStarted is returned by operations that need a running component.
-var errNotStarted = errors.New("not started")
