@@ -41,3 +41,27 @@ func TestAssetsDir(t *testing.T) {
 		g.Expect(defaultAssetsDir()).To(Equal("/cache/etcd-adapter/assets/k8s-v1.36.3-etcd-v3.6.14"))
 	})
 }
+
+// TestAssetVersions_matchBuildScript keeps the versions in this package, in
+// hack/build-assets.sh and in the hack/tools modules in step: a mismatch would make AssetsDir
+// look for a directory the build never fills.
+func TestAssetVersions_matchBuildScript(t *testing.T) {
+	files := map[string][]string{
+		"../../hack/build-assets.sh": {
+			"K8S_VERSION=" + KubernetesVersion,
+			"ETCD_VERSION=" + EtcdVersion,
+		},
+		"../../hack/tools/kube-apiserver/go.mod": {"k8s.io/kubernetes " + KubernetesVersion},
+		"../../hack/tools/etcd/go.mod":           {"go.etcd.io/etcd/server/v3 " + EtcdVersion},
+	}
+	for path, wants := range files {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			data, err := os.ReadFile(path)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, want := range wants {
+				g.Expect(string(data)).To(ContainSubstring(want))
+			}
+		})
+	}
+}
