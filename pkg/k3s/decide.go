@@ -92,7 +92,8 @@ func startRemoval(e etcdNode, otherMembers int) removalStep {
 	case removed == e.memberName:
 		return done(e.member(false), fmt.Sprintf("etcd member %s was already removed (%s)", removed, k.RemovedNodeName))
 	case otherMembers == 0:
-		return fail("Node %s hosts the last etcd member (%s); this backend never asks K3s to remove the last etcd Node's member", n.Name, e.memberName)
+		return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: e.member(false), Reason: fmt.Sprintf(
+			"Node %s hosts the last etcd member (%s): this backend never asks K3s to remove the last etcd Node's member", n.Name, e.memberName)}}
 	}
 	return removalStep{request: true, member: e.member(false)}
 }

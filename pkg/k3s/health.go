@@ -10,6 +10,10 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
+// statusCheckFailedPrefix starts K3s's Unhealthy message when its Status call to the member
+// failed (K3s etcd contract, the condition's table).
+const statusCheckFailedPrefix = "failed to check etcd member status"
+
 // report is what one etcd Node tells about its member: the member (nil when the Node hosts
 // none) and the evidence about it.
 type report struct {
@@ -61,7 +65,14 @@ func fromCondition(e etcdNode, cond *corev1.NodeCondition) report {
 		// K3s says no member matches this Node: it hosts none, whatever node-name still says.
 		return report{}
 	case ReasonUnhealthy:
-		ev.Errors = []string{cond.Message}
+		// K3s's message is passed through as is. "failed to check etcd member status: ..." is
+		// the leader's Status call failing: the member does not answer. Anything else ("etcd
+		// member has status errors: ...") is a member that answered with errors.
+		if strings.HasPrefix(cond.Message, statusCheckFailedPrefix) {
+			ev.Contact, ev.Error = etcd.ContactUnreachable, cond.Message
+		} else {
+			ev.Errors = []string{cond.Message}
+		}
 		return report{member: &m, evidence: ev}
 	case ReasonMemberIsLearner, ReasonMemberNotLearner:
 	default:

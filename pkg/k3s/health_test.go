@@ -34,9 +34,14 @@ func Test_assessNode(t *testing.T) {
 			contact: etcd.ContactAnswered, learner: true,
 		},
 		{
-			name:    "Unhealthy passes K3s's own message through",
+			name:    "Unhealthy with status errors passes K3s's own message through",
+			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonUnhealthy, "etcd member has status errors: NOSPACE", fresh)),
+			contact: etcd.ContactAnswered, errors: []string{"etcd member has status errors: NOSPACE"},
+		},
+		{
+			name:    "Unhealthy because K3s's status check failed is a member not answering, with K3s's message",
 			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonUnhealthy, "failed to check etcd member status: context deadline exceeded", fresh)),
-			contact: etcd.ContactAnswered, errors: []string{"failed to check etcd member status: context deadline exceeded"},
+			contact: etcd.ContactUnreachable, errSubstr: "failed to check etcd member status: context deadline exceeded",
 		},
 		{
 			name:     "NotAMember means the Node hosts no member",

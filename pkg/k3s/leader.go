@@ -16,7 +16,7 @@ import (
 // The move counts as done by K3s only when every etcd Node runs such a version, because the
 // member controller that removes the member runs on whichever server holds K3s's lease.
 func (b *Backend) MoveLeader(ctx context.Context, fromNode, toNode string) (etcd.LeaderMove, error) {
-	nodes, err := b.etcdNodes(ctx)
+	nodes, err := b.etcdNodes(ctx, b.cfg.Client)
 	if err != nil {
 		return etcd.LeaderMove{}, err
 	}

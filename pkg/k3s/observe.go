@@ -27,9 +27,12 @@ var blindSpots = []etcd.BlindSpot{
 
 // Observe reads the etcd Nodes and returns what K3s says about their members. A Node that
 // hosts no member (no node-name annotation, or EtcdIsVoter NotAMember) contributes no member.
+//
+// It lists the Nodes live (Config.Client), not from the cache: a cache keeps answering with
+// old Nodes while the apiserver is down, and a snapshot must not pass old news for current.
 // It fails only when Nodes cannot be listed, with ErrUnreachable.
 func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
-	nodes, err := b.etcdNodes(ctx)
+	nodes, err := b.etcdNodes(ctx, b.cfg.Client)
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +55,11 @@ func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 }
 
 // etcdNodes lists the Nodes K3s labelled etcd, sorted by name.
-func (b *Backend) etcdNodes(ctx context.Context) ([]*corev1.Node, error) {
+func (b *Backend) etcdNodes(ctx context.Context, r client.Reader) ([]*corev1.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
 	defer cancel()
 	list := &corev1.NodeList{}
-	if err := b.cfg.Reader.List(ctx, list, client.MatchingLabels{EtcdRoleLabel: "true"}); err != nil {
+	if err := r.List(ctx, list, client.MatchingLabels{EtcdRoleLabel: "true"}); err != nil {
 		return nil, readError(err, "failed to list etcd Nodes")
 	}
 	nodes := make([]*corev1.Node, 0, len(list.Items))

@@ -27,8 +27,9 @@ const maxConflicts = 3
 // sets remove again on a Node that carries the record: a rejected removal stays rejected, and a
 // Node that rejoined under a new member name keeps its new member.
 //
-// It refuses (ErrInvalidInput) a Node that is not an etcd Node, has no member name annotation,
-// or hosts the last member. Checking that the removal keeps quorum is the caller's duty.
+// It fails with ErrInvalidInput for a Node that is not an etcd Node or has no member name
+// annotation, and reports Rejected, without asking K3s, for the Node of the last member.
+// Checking that the removal keeps quorum is the caller's duty.
 func (b *Backend) RemoveMember(ctx context.Context, nodeName string) (etcd.Removal, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Node", klog.KRef("", nodeName))
 	step, _, err := b.currentStep(ctx, b.cfg.Reader, nodeName)
@@ -66,7 +67,7 @@ func (b *Backend) currentStep(ctx context.Context, r client.Reader, nodeName str
 	}
 	others := 0
 	if node != nil && node.Annotations[v1alpha1.K3sRemovingMemberAnnotation] == "" {
-		if others, err = b.otherMembers(ctx, nodeName); err != nil {
+		if others, err = b.otherMembers(ctx, r, nodeName); err != nil {
 			return removalStep{}, nil, err
 		}
 	}
@@ -89,8 +90,8 @@ func (b *Backend) getNode(ctx context.Context, r client.Reader, name string) (*c
 }
 
 // otherMembers counts the etcd Nodes other than nodeName that host a member.
-func (b *Backend) otherMembers(ctx context.Context, nodeName string) (int, error) {
-	nodes, err := b.etcdNodes(ctx)
+func (b *Backend) otherMembers(ctx context.Context, r client.Reader, nodeName string) (int, error) {
+	nodes, err := b.etcdNodes(ctx, r)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,239 @@
+package k3s_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/k3ssim"
+)
+
+// Short intervals keep the suite fast; K3s's own are 15 s and 5 min.
+const (
+	testTick      = 200 * time.Millisecond
+	testHeartbeat = 20 * time.Second
+	waitTimeout   = 30 * time.Second
+	pollInterval  = 50 * time.Millisecond
+)
+
+// profiles is every K3s version profile of the simulator: before EtcdIsVoter (legacy
+// removal), legacy removal with EtcdIsVoter and health, EtcdIsVoter without health, the
+// 1.28.3 – 1.34.1 generation (rejection clears remove, requeue-forever bug), the leader-aware
+// generation, and its 1.32 backport on RKE2 keys.
+var profiles = []string{
+	"v1.26.5+k3s1",
+	"v1.27.10+k3s1",
+	"v1.28.4+k3s1",
+	"v1.33.4+k3s1",
+	"v1.34.2+k3s1",
+	"v1.32.10+rke2r1",
+}
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
+// clusterOptions tune one simulated cluster.
+type clusterOptions struct {
+	heartbeat   time.Duration
+	noStrict    bool
+	backendTune func(*k3s.Config)
+}
+
+// k3sCluster is one simulated K3s cluster on its own workload apiserver: real etcd members
+// named `<node>-<8 hex>` on distinct loopback IPs, the simulator, and the backend under test.
+type k3sCluster struct {
+	api     *env.APIServer
+	etcd    *etcdcluster.Cluster
+	sim     *k3ssim.Simulator
+	backend *k3s.Backend
+	client  client.Client
+	keys    k3s.Keys
+	version string
+	nodes   []string
+	ips     map[string]string
+}
+
+// startCluster starts n K3s servers of version with Nodes cp-0 ... cp-<n-1>, and the backend.
+func startCluster(t testing.TB, version string, n int, o clusterOptions) *k3sCluster {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	if o.heartbeat == 0 {
+		o.heartbeat = testHeartbeat
+	}
+	api, err := env.StartAPIServer(env.APIServerOptions{})
+	g.Expect(err).ToNot(HaveOccurred())
+	t.Cleanup(func() { _ = api.Stop() })
+	c := &k3sCluster{api: api, client: api.Client, version: version, ips: map[string]string{}}
+	v, err := k3s.ParseVersion(version)
+	g.Expect(err).ToNot(HaveOccurred())
+	c.keys = k3s.KeysFor(v.Program)
+	var specs []etcdcluster.MemberSpec
+	for i := range n {
+		node := fmt.Sprintf("cp-%d", i)
+		ip := fmt.Sprintf("127.0.0.%d", 10+i)
+		specs = append(specs, etcdcluster.MemberSpec{NodeName: node, MemberName: memberName(t, node), IP: ip})
+		c.nodes, c.ips[node] = append(c.nodes, node), ip
+	}
+	c.etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: specs, DisableStrictReconfigCheck: o.noStrict})
+	g.Expect(err).ToNot(HaveOccurred())
+	t.Cleanup(func() { _ = c.etcd.Close() })
+	c.sim, err = k3ssim.New(k3ssim.Options{
+		Version: version, RESTConfig: api.Config, Etcd: c.etcd,
+		Tick: testTick, HeartbeatInterval: o.heartbeat, CallTimeout: time.Second,
+		RequeueBaseDelay: 20 * time.Millisecond, RequeueMaxDelay: 300 * time.Millisecond,
+	})
+	g.Expect(err).ToNot(HaveOccurred())
+	g.Expect(c.sim.Start(ctx)).To(Succeed())
+	t.Cleanup(c.sim.Stop)
+	cfg := k3s.Config{HeartbeatInterval: o.heartbeat, Tick: testTick, ClockSkew: time.Second}
+	if o.backendTune != nil {
+		o.backendTune(&cfg)
+	}
+	c.backend, err = k3s.Start(ctx, api.Config, cfg)
+	g.Expect(err).ToNot(HaveOccurred())
+	t.Cleanup(c.backend.Stop)
+	c.waitReady(g)
+	return c
+}
+
+// memberName is K3s's member naming, `<node>-<8 random hex>`.
+func memberName(t testing.TB, node string) string {
+	b := make([]byte, 4)
+	_, err := rand.Read(b)
+	NewWithT(t).Expect(err).ToNot(HaveOccurred())
+	return node + "-" + hex.EncodeToString(b)
+}
+
+// waitReady waits until every Node carries its member name and, where the version writes it,
+// an EtcdIsVoter condition.
+func (c *k3sCluster) waitReady(g Gomega) {
+	v, _ := k3s.ParseVersion(c.version)
+	for _, node := range c.nodes {
+		g.Eventually(func(g Gomega) {
+			n := c.node(g, node)
+			name, running := c.sim.MemberName(node)
+			g.Expect(running).To(BeTrue())
+			g.Expect(n.Annotations).To(HaveKeyWithValue(c.keys.NodeName, name))
+			if v.HasEtcdIsVoter() {
+				g.Expect(hasCondition(n, k3s.EtcdIsVoterCondition, k3s.ReasonMemberNotLearner)).To(BeTrue())
+			}
+		}, waitTimeout, pollInterval).Should(Succeed())
+	}
+}
+
+// node reads a Node from the apiserver.
+func (c *k3sCluster) node(g Gomega, name string) *corev1.Node {
+	n := &corev1.Node{}
+	g.Expect(c.client.Get(context.Background(), client.ObjectKey{Name: name}, n)).To(Succeed())
+	return n
+}
+
+func hasCondition(n *corev1.Node, t corev1.NodeConditionType, reason string) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// hasMember reports whether etcd itself lists a member named name (ground truth).
+func (c *k3sCluster) hasMember(g Gomega, name string) bool {
+	ok, err := c.hasMemberErr(context.Background(), name)
+	g.Expect(err).ToNot(HaveOccurred())
+	return ok
+}
+
+func (c *k3sCluster) hasMemberErr(ctx context.Context, name string) (bool, error) {
+	cli, err := c.etcd.NewClient(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cli.Close()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range resp.Members {
+		if m.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// leaderNode returns the Node whose member leads, as etcd says (ground truth).
+func (c *k3sCluster) leaderNode(g Gomega) string {
+	node, err := c.leaderNodeErr(context.Background())
+	g.Expect(err).ToNot(HaveOccurred())
+	return node
+}
+
+func (c *k3sCluster) leaderNodeErr(ctx context.Context) (string, error) {
+	cli, err := c.etcd.NewClient(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	for _, m := range c.etcd.Members() {
+		if !m.Running() {
+			continue
+		}
+		resp, err := cli.Status(ctx, m.ClientURL())
+		if err != nil || resp.Leader == 0 {
+			continue
+		}
+		for _, l := range c.etcd.Members() {
+			if l.ID() != resp.Leader {
+				continue
+			}
+			for node := range c.ips {
+				if name, _ := c.sim.MemberName(node); name == l.Name() {
+					return node, nil
+				}
+			}
+		}
+	}
+	return "", errors.New("no etcd leader")
+}
+
+// follower returns a Node whose member does not lead.
+func (c *k3sCluster) follower(g Gomega) string {
+	leader := c.leaderNode(g)
+	for _, n := range c.nodes {
+		if n != leader {
+			return n
+		}
+	}
+	return ""
+}
+
+// addUnstartedVoter adds a voting member whose peer URL nobody listens on, as a failed join
+// leaves behind: it has no name and no Node. etcd refuses the change until the cluster has been
+// healthy for 5 s (strict reconfiguration check), so it retries until ctx ends.
+func (c *k3sCluster) addUnstartedVoter(ctx context.Context, g Gomega) {
+	cli, err := c.etcd.NewClient(ctx)
+	g.Expect(err).ToNot(HaveOccurred())
+	defer cli.Close()
+	g.Eventually(func() error {
+		_, err := cli.MemberAdd(ctx, []string{"https://127.0.0.99:2380"})
+		return err
+	}, waitTimeout, 500*time.Millisecond).Should(Succeed())
+}
