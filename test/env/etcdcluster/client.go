@@ -107,7 +107,7 @@ func (c *Cluster) ClusterID(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	resp, err := cli.MemberList(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("failed to list etcd members: %w", err)

@@ -33,7 +33,7 @@ func memberList(ctx context.Context, m *Member) (*clientv3.MemberListResponse, e
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	return cli.MemberList(ctx)
 }
 
@@ -110,7 +110,7 @@ func connectAndList(ctx context.Context, cfg clientv3.Config) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	_, err = cli.MemberList(ctx)
 	return err
 }

@@ -17,7 +17,7 @@ func ExampleStart() {
 	if err != nil {
 		panic(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 
 	m := c.MemberOnNode("cp-1")
 	cfg, err := c.ClientConfig(m.ClientAddress())
@@ -28,7 +28,7 @@ func ExampleStart() {
 	if err != nil {
 		panic(err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	resp, err := cli.MemberList(ctx)
 	if err != nil {
 		panic(err)

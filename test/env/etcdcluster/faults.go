@@ -21,7 +21,7 @@ func (c *Cluster) RaiseNoSpace(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	_, err = pb.NewMaintenanceClient(cli.ActiveConnection()).Alarm(ctx, &pb.AlarmRequest{
 		Action: pb.AlarmRequest_ACTIVATE, MemberID: m.ID(), Alarm: pb.AlarmType_NOSPACE,
 	})
@@ -55,7 +55,7 @@ func (c *Cluster) memberAddAsLearner(ctx context.Context, peerURL string) (*clie
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	var resp *clientv3.MemberAddResponse
 	err = retryWhile(ctx, isUnhealthy, func() (err error) {
 		resp, err = cli.MemberAddAsLearner(ctx, []string{peerURL})

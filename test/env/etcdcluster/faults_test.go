@@ -183,7 +183,7 @@ func TestCluster_AddLearner(t *testing.T) {
 func isLearner(ctx context.Context, g *WithT, c *Cluster, id uint64) bool {
 	cli, err := c.NewClient(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	resp, err := cli.MemberList(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, m := range resp.Members {
@@ -201,7 +201,7 @@ func TestMember_removed(t *testing.T) {
 	m := c.Members()[2]
 	cli, err := c.NewClient(t.Context(), c.Members()[0].ClientURL())
 	g.Expect(err).NotTo(HaveOccurred())
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 
 	// etcd's strict reconfiguration check refuses removals for a few seconds after start.
 	g.Eventually(func() error {

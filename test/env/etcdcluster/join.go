@@ -76,7 +76,7 @@ func (c *Cluster) PromoteMember(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	err = retryWhile(ctx, isLearnerNotReady, func() error {
 		_, err := cli.MemberPromote(ctx, m.ID())
 		return err

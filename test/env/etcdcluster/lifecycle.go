@@ -34,7 +34,7 @@ func (m *Member) Kill() error {
 		_ = l.Close()
 	}
 	for _, p := range e.Peers {
-		_ = p.Listener.Close()
+		_ = p.Close()
 	}
 	e.Server.HardStop()
 	m.close()

@@ -15,11 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
@@ -104,7 +104,7 @@ func forward(t *testing.T, p protocol, namespace, pod string) (string, error) {
 		return "", err
 	}
 	stop, ready := make(chan struct{}), make(chan struct{})
-	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(kubelet.EtcdPort)}, stop, ready, io.Discard, io.Discard)
+	pf, err := portforward.NewOnAddressesForStreaming(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(kubelet.EtcdPort)}, stop, ready, io.Discard, io.Discard)
 	if err != nil {
 		return "", err
 	}
@@ -115,7 +115,12 @@ func forward(t *testing.T, p protocol, namespace, pod string) (string, error) {
 		return "", fmt.Errorf("port-forward failed: %w", err)
 	case <-ready:
 	}
-	t.Cleanup(func() { close(stop); <-errCh })
+	t.Cleanup(func() {
+		close(stop)
+		if err := <-errCh; err != nil {
+			t.Logf("Port-forward to %s/%s ended: %v", namespace, pod, err)
+		}
+	})
 	ports, err := pf.GetPorts()
 	if err != nil {
 		return "", err
@@ -131,13 +136,13 @@ func dialerFor(p protocol, cfg *rest.Config, namespace, pod string) (httpstream.
 	}
 	u := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("portforward").URL()
 	if p == websocketProtocol {
-		return portforward.NewSPDYOverWebsocketDialer(u, cfg)
+		return portforward.NewSPDYOverWebsocketDialerForStreaming(u, cfg)
 	}
 	transport, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u), nil
+	return spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: transport}, http.MethodPost, u), nil
 }
 
 // memberListVia lists etcd members through addr, verifying the server certificate against
@@ -155,6 +160,6 @@ func memberListVia(ctx context.Context, c *etcdcluster.Cluster, addr, serverName
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	return cli.MemberList(ctx)
 }

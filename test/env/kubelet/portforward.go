@@ -80,7 +80,7 @@ type forwarder struct{ kubelet *Kubelet }
 // PortForward implements portforward.PortForwarder: it copies between stream and a fresh
 // connection to the port's target until either side closes.
 func (f *forwarder) PortForward(ctx context.Context, _, _ string, port int32, stream io.ReadWriteCloser) error {
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	target, ok := f.kubelet.target(port)
 	if !ok {
 		return fmt.Errorf("port %d is not forwarded by kubelet stand-in %s", port, f.kubelet.opts.NodeName)
@@ -100,7 +100,7 @@ func (f *forwarder) PortForward(ctx context.Context, _, _ string, port int32, st
 // direction ends too.
 func pipe(conn net.Conn, stream io.ReadWriteCloser) {
 	var once sync.Once
-	closeBoth := func() { once.Do(func() { conn.Close(); stream.Close() }) }
+	closeBoth := func() { once.Do(func() { _ = conn.Close(); _ = stream.Close() }) }
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(conn, stream); closeBoth(); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(stream, conn); closeBoth(); done <- struct{}{} }()
