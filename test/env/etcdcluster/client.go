@@ -23,6 +23,7 @@ func (c *Cluster) ClientKeyPair() pki.KeyPair { return c.settings.client }
 // ClientTLSConfig returns a TLS configuration presenting the cluster's client certificate and
 // verifying the server against the cluster CA. serverName is the name to verify, e.g. a node
 // name when dialling through a port-forward; empty means the dialled host.
+// Note: clientv3 ignores tls.Config.ServerName (gRPC overwrites it); use WithServerName.
 func (c *Cluster) ClientTLSConfig(serverName string) (*tls.Config, error) {
 	return c.settings.ca.ClientTLSConfig(c.settings.client, serverName)
 }
