@@ -2,6 +2,9 @@ package env
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +20,59 @@ type pair struct {
 	workload *APIServer
 }
 
-// startPair starts a management cluster and a workload apiserver, stops both when the test ends
-// and logs how long starting took.
-func startPair(ctx context.Context, t *testing.T) pair {
+// shared is the pair the tests of this package share; sharedPair starts it on first use and
+// TestMain stops it after all tests ran.
+var shared struct {
+	once sync.Once
+	p    pair
+	err  error
+}
+
+// sharedPair returns the package's shared management cluster and workload apiserver, starting
+// them on first use (and logging how long that took). Tests isolate themselves with their own
+// namespace, Cluster and Node names.
+func sharedPair(t *testing.T) pair {
 	t.Helper()
-	g := NewWithT(t)
-	start := time.Now()
-	workload, err := StartAPIServer(APIServerOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { stopAndLog(t, "workload apiserver", workload.Stop) })
-	workloadTook := time.Since(start)
-	// Cleanups run last-in first-out: the management cluster's controllers stop before the
-	// workload apiserver they watch.
-	mgmt, err := StartManagement(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { stopAndLog(t, "management cluster", mgmt.Stop) })
-	t.Logf("Started management cluster (apiserver, CRDs, controllers) in %s and workload apiserver in %s (total %s)",
-		(time.Since(start) - workloadTook).Round(time.Millisecond), workloadTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	return pair{mgmt: mgmt, workload: workload}
+	shared.once.Do(func() {
+		start := time.Now()
+		shared.p, shared.err = startPair(context.Background())
+		t.Logf("Started management cluster and workload apiserver in %s", time.Since(start).Round(time.Millisecond))
+	})
+	NewWithT(t).Expect(shared.err).NotTo(HaveOccurred(), "failed to start the shared environment")
+	return shared.p
+}
+
+// stopShared stops the shared pair if a test started it.
+func stopShared() error {
+	if shared.p.mgmt == nil && shared.p.workload == nil {
+		return nil
+	}
+	return shared.p.stop()
+}
+
+// startPair starts a workload apiserver and a management cluster.
+func startPair(ctx context.Context) (pair, error) {
+	var p pair
+	var err error
+	if p.workload, err = StartAPIServer(APIServerOptions{}); err != nil {
+		return p, fmt.Errorf("failed to start the workload apiserver: %w", err)
+	}
+	if p.mgmt, err = StartManagement(ctx); err != nil {
+		return p, errors.Join(fmt.Errorf("failed to start the management cluster: %w", err), p.stop())
+	}
+	return p, nil
+}
+
+// stop stops the management cluster's controllers before the workload apiserver they watch.
+func (p pair) stop() error {
+	var errs []error
+	if p.mgmt != nil {
+		errs = append(errs, p.mgmt.Stop())
+	}
+	if p.workload != nil {
+		errs = append(errs, p.workload.Stop())
+	}
+	return errors.Join(errs...)
 }
 
 // createNamespace creates a Namespace with a generated name in the management cluster.
@@ -44,12 +82,4 @@ func createNamespace(ctx context.Context, t *testing.T, m *Management) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
 	g.Expect(m.Client.Create(ctx, ns)).To(Succeed())
 	return ns.Name
-}
-
-// stopAndLog calls stop and logs how long it took.
-func stopAndLog(t *testing.T, what string, stop func() error) {
-	t.Helper()
-	start := time.Now()
-	NewWithT(t).Expect(stop()).To(Succeed())
-	t.Logf("Stopped %s in %s", what, time.Since(start).Round(time.Millisecond))
 }

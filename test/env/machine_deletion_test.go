@@ -39,13 +39,14 @@ const (
 func TestMachineDeletion_drainsThenWaitsForPreTerminateHook(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	p := startPair(ctx, t)
+	p := sharedPair(t)
 	cluster := registerTestCluster(ctx, t, p)
 	wl := p.workload.Client
 
 	doomed := createBoundMachine(ctx, t, p, cluster, "cp-0", map[string]string{testHook: "test-env"})
-	createBoundMachine(ctx, t, p, cluster, "cp-1", nil)
-	pod := createPod(ctx, t, wl, "cp-0")
+	kept := createBoundMachine(ctx, t, p, cluster, "cp-1", nil)
+	doomedNode := client.ObjectKey{Name: doomed.Status.NodeRef.Name}
+	pod := createPod(ctx, t, wl, doomedNode.Name)
 
 	g.Expect(p.mgmt.Client.Delete(ctx, doomed)).To(Succeed())
 
@@ -57,7 +58,7 @@ func TestMachineDeletion_drainsThenWaitsForPreTerminateHook(t *testing.T) {
 		return deletingReason(ctx, p.mgmt.Client, doomed)
 	}, drainTimeout).Should(Equal(clusterv1.MachineDeletingWaitingForPreTerminateHookReason))
 	node := &corev1.Node{}
-	g.Expect(wl.Get(ctx, client.ObjectKey{Name: "cp-0"}, node)).To(Succeed())
+	g.Expect(wl.Get(ctx, doomedNode, node)).To(Succeed())
 	g.Expect(node.Spec.Unschedulable).To(BeTrue(), "the drained Node must be cordoned")
 	g.Consistently(func() error {
 		return p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(doomed), infra.NewMachine("", "", ""))
@@ -69,12 +70,12 @@ func TestMachineDeletion_drainsThenWaitsForPreTerminateHook(t *testing.T) {
 		return p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(doomed), infra.NewMachine("", "", ""))
 	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound))
 	g.Eventually(func() error {
-		return wl.Get(ctx, client.ObjectKey{Name: "cp-0"}, &corev1.Node{})
+		return wl.Get(ctx, doomedNode, &corev1.Node{})
 	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound))
 	g.Eventually(func() error {
 		return p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(doomed), &clusterv1.Machine{})
 	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound))
-	g.Expect(wl.Get(ctx, client.ObjectKey{Name: "cp-1"}, &corev1.Node{})).To(Succeed())
+	g.Expect(wl.Get(ctx, client.ObjectKey{Name: kept.Status.NodeRef.Name}, &corev1.Node{})).To(Succeed())
 }
 
 // registerTestCluster registers the workload apiserver as Cluster "workload" with a fresh etcd CA
@@ -108,11 +109,13 @@ func registerTestCluster(ctx context.Context, t *testing.T, p pair) *clusterv1.C
 
 // createBoundMachine starts a kubelet stand-in that registers a workload Node, creates a
 // control-plane Machine for it, and waits until Cluster API has bound them (status.nodeRef).
+// The Node is named <namespace>-<name>, unique in the shared workload apiserver.
 func createBoundMachine(ctx context.Context, t *testing.T, p pair, cluster *clusterv1.Cluster, name string, annotations map[string]string) *clusterv1.Machine {
 	t.Helper()
 	g := NewWithT(t)
-	providerID := "test://" + name
-	k, err := kubelet.Start(ctx, kubelet.Options{NodeName: name, Config: p.workload.Config, ProviderID: providerID})
+	nodeName := cluster.Namespace + "-" + name
+	providerID := "test://" + nodeName
+	k, err := kubelet.Start(ctx, kubelet.Options{NodeName: nodeName, Config: p.workload.Config, ProviderID: providerID})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(k.Stop()).To(Succeed()) })
 	m, err := CreateControlPlaneMachine(ctx, p.mgmt.Client, MachineInput{
@@ -121,7 +124,7 @@ func createBoundMachine(ctx context.Context, t *testing.T, p pair, cluster *clus
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
 		g.Expect(p.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
-		g.Expect(m.Status.NodeRef.Name).To(Equal(name))
+		g.Expect(m.Status.NodeRef.Name).To(Equal(nodeName))
 	}, reconcileTimeout).Should(Succeed())
 	return m
 }
@@ -132,7 +135,7 @@ func createPod(ctx context.Context, t *testing.T, c client.Client, nodeName stri
 	t.Helper()
 	g := NewWithT(t)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "evict-me"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "evict-me-" + nodeName},
 		Spec: corev1.PodSpec{
 			NodeName:   nodeName,
 			Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}},

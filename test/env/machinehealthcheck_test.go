@@ -17,7 +17,7 @@ import (
 func TestMachineHealthCheck_seesWorkloadNodes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	p := startPair(ctx, t)
+	p := sharedPair(t)
 	cluster := registerTestCluster(ctx, t, p)
 	createBoundMachine(ctx, t, p, cluster, "cp-0", nil)
 	createBoundMachine(ctx, t, p, cluster, "cp-1", nil)

@@ -14,7 +14,7 @@ import (
 
 // MachineFinalizer keeps a TestMachine until the reconciler has seen its deletion, like a real
 // provider that must release the instance first.
-const MachineFinalizer = "testmachine.infrastructure.test.etcd-adapter.io"
+const MachineFinalizer = "infrastructure.test.etcd-adapter.io/testmachine"
 
 // Reconciler provisions TestMachines at once (status.initialization.provisioned = true) and
 // removes its finalizer when they are deleted.
