@@ -3,7 +3,8 @@ package kubeadm
 import (
 	"context"
 	"fmt"
-	"strings"
+	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ type answer struct {
 	leaderID  uint64
 	isLearner bool
 	members   []etcd.Member // nil when not reported (learners, errors)
-	alarms    []*pb.AlarmMember
+	alarms    []memberAlarm
 	errors    []string // the member answered, with these errors
 }
 
@@ -71,16 +72,19 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 	}
 }
 
-// askClient runs Status, MemberList and AlarmList in parallel over one connection.
+// askClient runs Status and MemberList in parallel over one connection.
+//
+// Note: alarms come from Status, where each member lists the alarms of its own alarm store
+// (replicated through raft). AlarmList is not used: etcd serves it as a raft proposal, a WAL
+// write and fsync on every member, which asking every member on every reconcile would
+// multiply.
 func (b *Backend) askClient(ctx context.Context, c *memberClient) answer {
 	var (
-		wg       sync.WaitGroup
-		st       *clientv3.StatusResponse
-		ml       *clientv3.MemberListResponse
-		al       *clientv3.AlarmResponse
-		stErr    error
-		mlErr    error
-		alarmErr error
+		wg    sync.WaitGroup
+		st    *clientv3.StatusResponse
+		ml    *clientv3.MemberListResponse
+		stErr error
+		mlErr error
 	)
 	wg.Go(func() {
 		st, stErr = call(ctx, b, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) {
@@ -92,27 +96,22 @@ func (b *Backend) askClient(ctx context.Context, c *memberClient) answer {
 			return c.cluster.MemberList(ctx)
 		})
 	})
-	wg.Go(func() {
-		al, alarmErr = call(ctx, b, "AlarmList", func(ctx context.Context) (*clientv3.AlarmResponse, error) {
-			return c.maint.AlarmList(ctx)
-		})
-	})
 	wg.Wait()
-	return toAnswer(c.node, st, ml, al, stErr, mlErr, alarmErr)
+	return toAnswer(c.node, st, ml, stErr, mlErr)
 }
 
-// toAnswer turns the three replies into an answer. The member is unreachable only when none
-// of them came from etcd; a learner's rejections are facts, other etcd errors say it is
-// listening but unhealthy.
-func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListResponse, al *clientv3.AlarmResponse, stErr, mlErr, alarmErr error) answer {
+// toAnswer turns the replies into an answer. The member is unreachable only when none of them
+// came from etcd; a learner's rejections are facts, other etcd errors say it is listening but
+// unhealthy.
+func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListResponse, stErr, mlErr error) answer {
 	a := answer{node: node, at: time.Now()}
-	if stErr != nil && !isEtcdAnswer(stErr) && !isEtcdAnswer(mlErr) && !isEtcdAnswer(alarmErr) {
+	if stErr != nil && !isEtcdAnswer(stErr) && !isEtcdAnswer(mlErr) {
 		a.err = fmt.Errorf("%w: etcd on Node %s did not answer: %w", etcd.ErrUnreachable, node, stErr)
 		return a
 	}
 	if st != nil {
 		a.selfID, a.clusterID, a.leaderID, a.isLearner = st.Header.GetMemberId(), st.Header.GetClusterId(), st.Leader, st.IsLearner
-		a.errors = append(a.errors, statusErrors(st.Errors)...)
+		a.errors, a.alarms = splitStatusErrors(st.Errors)
 	} else {
 		a.errors = append(a.errors, "Status: "+stErr.Error())
 	}
@@ -124,24 +123,37 @@ func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListR
 	} else if !isLearnerRejection(mlErr) {
 		a.errors = append(a.errors, "MemberList: "+mlErr.Error())
 	}
-	if al != nil {
-		a.alarms = al.Alarms
-	} else if !isLearnerRejection(alarmErr) {
-		a.errors = append(a.errors, "AlarmList: "+alarmErr.Error())
-	}
 	return a
 }
 
-// statusErrors drops the alarm entries etcd copies into Status errors ("memberID:... alarm:...")
-// for every member: alarms are reported per member from AlarmList instead.
-func statusErrors(errs []string) []string {
+// memberAlarm is an active alarm and the member it is about.
+type memberAlarm struct {
+	memberID uint64
+	alarm    etcd.Alarm
+}
+
+// statusAlarm matches the entries etcd adds to Status errors for every active alarm: the
+// protobuf text of an AlarmMember, e.g. "memberID:10276657743932975437 alarm:NOSPACE ".
+var statusAlarm = regexp.MustCompile(`^memberID:(\d+)\s+alarm:([A-Z]+)\s*$`)
+
+// splitStatusErrors separates the alarms in Status errors from the member's other errors.
+func splitStatusErrors(errs []string) ([]string, []memberAlarm) {
 	var out []string
+	var alarms []memberAlarm
 	for _, e := range errs {
-		if !strings.HasPrefix(e, "memberID:") {
+		m := statusAlarm.FindStringSubmatch(e)
+		if m == nil {
 			out = append(out, e)
+			continue
 		}
+		id, err := strconv.ParseUint(m[1], 10, 64)
+		if err != nil {
+			out = append(out, e)
+			continue
+		}
+		alarms = append(alarms, memberAlarm{memberID: id, alarm: etcd.Alarm(m[2])})
 	}
-	return out
+	return out, alarms
 }
 
 // toMembers translates etcd's members. The Node is the member name (kubeadm names members

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,6 +53,16 @@ type certSource struct {
 
 	mu      sync.Mutex
 	current *credentials
+	// parsed is the CA parsed from the Secret data whose hash is dataHash, so an unchanged
+	// Secret is not parsed again on every call.
+	parsed   *parsedCA
+	dataHash [sha256.Size]byte
+}
+
+// parsedCA is a CA read from the Secret.
+type parsedCA struct {
+	cert *x509.Certificate
+	key  crypto.Signer
 }
 
 // secretKey is the `<cluster>-etcd` Secret holding the etcd CA.
@@ -62,10 +73,11 @@ func (s *certSource) secretKey() client.ObjectKey {
 // get returns credentials for the CA in the Secret now, and whether they differ from the ones
 // returned last (then connections made with the old ones must go).
 func (s *certSource) get(ctx context.Context, now time.Time) (*credentials, bool, error) {
-	caCert, caKey, err := s.readCA(ctx, now)
+	ca, err := s.readCA(ctx, now)
 	if err != nil {
 		return nil, false, err
 	}
+	caCert, caKey := ca.cert, ca.key
 	fp := fingerprint(caCert)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,18 +94,44 @@ func (s *certSource) get(ctx context.Context, now time.Time) (*credentials, bool
 	return minted, cur == nil || cur.fingerprint != fp || cur.uid != minted.uid, nil
 }
 
-// readCA reads and checks the CA Secret. Every problem is an etcd.ErrInvalidInput that names
-// the Secret and what is wrong with it.
-func (s *certSource) readCA(ctx context.Context, now time.Time) (*x509.Certificate, crypto.Signer, error) {
+// readCA reads the CA Secret and parses it unless its data is unchanged since last time; the
+// validity of the CA is checked every time.
+func (s *certSource) readCA(ctx context.Context, now time.Time) (*parsedCA, error) {
 	key := s.secretKey()
 	sec := &corev1.Secret{}
 	if err := s.cfg.Client.Get(ctx, key, sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("%w: etcd CA Secret %s not found", etcd.ErrInvalidInput, key)
+			return nil, fmt.Errorf("%w: etcd CA Secret %s not found", etcd.ErrInvalidInput, key)
 		}
-		return nil, nil, fmt.Errorf("failed to get etcd CA Secret %s: %w", key, err)
+		return nil, fmt.Errorf("failed to get etcd CA Secret %s: %w", key, err)
 	}
 	certPEM, keyPEM := sec.Data[secret.TLSCrtDataName], sec.Data[secret.TLSKeyDataName]
+	h := sha256.Sum256(append(append(slices.Clone(certPEM), 0), keyPEM...))
+	s.mu.Lock()
+	ca := s.parsed
+	if h != s.dataHash {
+		ca = nil
+	}
+	s.mu.Unlock()
+	if ca == nil {
+		cert, caKey, err := parseCA(key, certPEM, keyPEM)
+		if err != nil {
+			return nil, err
+		}
+		ca = &parsedCA{cert: cert, key: caKey}
+		s.mu.Lock()
+		s.parsed, s.dataHash = ca, h
+		s.mu.Unlock()
+	}
+	if err := checkCA(ca.cert, now); err != nil {
+		return nil, fmt.Errorf("%w: etcd CA Secret %s: %w", etcd.ErrInvalidInput, key, err)
+	}
+	return ca, nil
+}
+
+// parseCA parses and checks the Secret's data. Every problem is an etcd.ErrInvalidInput that
+// names the Secret and what is wrong with it.
+func parseCA(key client.ObjectKey, certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
 	switch {
 	case len(certPEM) == 0:
 		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s has no %s", etcd.ErrInvalidInput, key, secret.TLSCrtDataName)
@@ -104,8 +142,8 @@ func (s *certSource) readCA(ctx context.Context, now time.Time) (*x509.Certifica
 	if err != nil || caCert == nil {
 		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s is not a PEM certificate: %v", etcd.ErrInvalidInput, key, secret.TLSCrtDataName, err)
 	}
-	if err := checkCA(caCert, now); err != nil {
-		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %w", etcd.ErrInvalidInput, key, err)
+	if !caCert.IsCA {
+		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s is not a CA certificate", etcd.ErrInvalidInput, key, secret.TLSCrtDataName)
 	}
 	caKey, err := certs.DecodePrivateKeyPEM(keyPEM)
 	if err != nil {
@@ -117,11 +155,9 @@ func (s *certSource) readCA(ctx context.Context, now time.Time) (*x509.Certifica
 	return caCert, caKey, nil
 }
 
-// checkCA refuses a certificate that cannot sign client certificates now.
+// checkCA refuses a CA certificate that cannot sign client certificates now.
 func checkCA(c *x509.Certificate, now time.Time) error {
 	switch {
-	case !c.IsCA:
-		return fmt.Errorf("%s is not a CA certificate", secret.TLSCrtDataName)
 	case now.After(c.NotAfter):
 		return fmt.Errorf("the CA certificate expired at %s", c.NotAfter.UTC().Format(time.RFC3339))
 	case now.Before(c.NotBefore):

@@ -75,7 +75,9 @@ type Config struct {
 	ClusterUID types.UID
 	// RESTConfig reaches the workload apiserver (FromClusterCache or StaticRESTConfig). Required.
 	RESTConfig RESTConfigFunc
-	// Client reads the CA Secret from the management cluster. Required.
+	// Client reads the CA Secret from the management cluster. Required. The Secret is read on
+	// every call (so a rotated CA is picked up at once), so give it a cached reader: the
+	// manager's client, or CAPI's Secret-caching client as KCP does.
 	Client client.Reader
 
 	// DialTimeout bounds one port-forward plus TLS handshake; zero means DefaultDialTimeout.

@@ -104,14 +104,15 @@ func (w *workloadCluster) register(ctx context.Context, t testing.TB, name strin
 	}).WithTimeout(startTimeout).WithPolling(200 * time.Millisecond).Should(Succeed())
 }
 
-// backend returns a Backend for the cluster, reaching it through the ClusterCache, closed
+// backend returns a Backend for the cluster, reaching it through the ClusterCache and reading
+// the CA Secret through the management manager's cached client (as a controller does), closed
 // with the test.
 func (w *workloadCluster) backend(t testing.TB, mutate ...func(*Config)) *Backend {
 	t.Helper()
 	cfg := Config{
 		Cluster: w.key, ClusterUID: typesUID(w.uid),
 		RESTConfig: FromClusterCache(mgmt.ClusterCache, w.key),
-		Client:     mgmt.Client,
+		Client:     mgmt.Manager.GetClient(),
 	}
 	for _, m := range mutate {
 		m(&cfg)

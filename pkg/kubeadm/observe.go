@@ -97,6 +97,15 @@ func (b *Backend) remember(s *etcd.Snapshot) {
 	b.pool.retain(keep)
 }
 
+// forgetAll closes every connection and forgets the known members, so the next observation
+// starts cold (Pod discovery, a new port-forward per member). The client certificate is kept.
+func (b *Backend) forgetAll() {
+	b.mu.Lock()
+	b.known = nil
+	b.mu.Unlock()
+	b.pool.dropAll()
+}
+
 func merge(into, from map[string]answer) {
 	for k, v := range from {
 		into[k] = v

@@ -127,8 +127,8 @@ func evidence(a answer, id uint64) etcd.MemberEvidence {
 	ev.Contact = etcd.ContactAnswered
 	ev.ClusterID, ev.Members, ev.LeaderID, ev.Errors = a.clusterID, a.members, a.leaderID, a.errors
 	for _, al := range a.alarms {
-		if al.MemberID == a.selfID && al.Alarm.String() != "NONE" {
-			ev.Alarms = append(ev.Alarms, etcd.Alarm(al.Alarm.String()))
+		if al.memberID == a.selfID && al.alarm != "NONE" {
+			ev.Alarms = append(ev.Alarms, al.alarm)
 		}
 	}
 	return ev
