@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,9 +52,11 @@ func TestMain(m *testing.M) {
 
 // clusterOptions tune one simulated cluster.
 type clusterOptions struct {
-	heartbeat   time.Duration
-	noStrict    bool
-	backendTune func(*k3s.Config)
+	// simTransport, when set, wraps the simulator's transport to the apiserver.
+	simTransport func(http.RoundTripper) http.RoundTripper
+	heartbeat    time.Duration
+	noStrict     bool
+	backendTune  func(*k3s.Config)
 }
 
 // k3sCluster is one simulated K3s cluster on its own workload apiserver: real etcd members
@@ -94,8 +98,12 @@ func startCluster(t testing.TB, version string, n int, o clusterOptions) *k3sClu
 	c.etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: specs, DisableStrictReconfigCheck: o.noStrict})
 	g.Expect(err).ToNot(HaveOccurred())
 	t.Cleanup(func() { _ = c.etcd.Close() })
+	simConfig := rest.CopyConfig(api.Config)
+	if o.simTransport != nil {
+		simConfig.Wrap(o.simTransport)
+	}
 	c.sim, err = k3ssim.New(k3ssim.Options{
-		Version: version, RESTConfig: api.Config, Etcd: c.etcd,
+		Version: version, RESTConfig: simConfig, Etcd: c.etcd,
 		Tick: testTick, HeartbeatInterval: o.heartbeat, CallTimeout: time.Second,
 		RequeueBaseDelay: 20 * time.Millisecond, RequeueMaxDelay: 300 * time.Millisecond,
 	})

@@ -46,7 +46,7 @@ func assessNode(e etcdNode, now time.Time, staleAfter time.Duration) report {
 	heartbeat := cond.LastHeartbeatTime.Time
 	if age := now.Sub(heartbeat); age > staleAfter {
 		return unknown(heartbeat, "the EtcdIsVoter condition of Node %s was last refreshed %s ago; the etcd leader's K3s re-writes it at least every %s, so it stopped reporting (K3s down, no etcd leader, or no apiserver access)",
-			e.node.Name, age.Round(time.Second), staleAfter)
+			e.node.Name, age.Truncate(100*time.Millisecond), staleAfter)
 	}
 	if !e.version.ExactMemberMatch() && !strings.HasPrefix(e.memberName, e.node.Name+"-") {
 		return unknown(heartbeat, "K3s %s matches members to Nodes by the prefix %q, which member %s does not have, so the EtcdIsVoter condition of Node %s may be about another member",
