@@ -40,7 +40,7 @@ type member struct {
 	IsLearner  bool
 }
 
-// peerHost returns whether one of the member's peer URLs has host address; K3s matches a
+// hasPeerHost reports whether one of the member's peer URLs has host address; K3s matches a
 // member by name AND peer URL host (contract, removal step 3).
 func (m member) hasPeerHost(address string) bool {
 	for _, peer := range m.PeerURLs {

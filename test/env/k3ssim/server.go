@@ -29,7 +29,7 @@ func peerIP(m member) (string, error) {
 	return u.Hostname(), nil
 }
 
-// syncServers is every running server's per-tick work: a server whose member is no longer in
+// syncServersLocked is every running server's per-tick work: a server whose member is no longer in
 // the member list tombstones itself (its etcd stops, its Node goes NotReady); the others
 // re-assert their Node metadata. It returns the member list, or nil when etcd did not answer.
 // The caller holds opMu.
@@ -115,20 +115,19 @@ func (s *Simulator) tombstoneLocked(ctx context.Context, memberName string) {
 // member name.
 func (s *Simulator) RestartServer(ctx context.Context, node string) (string, error) {
 	s.mu.Lock()
-	srv, ok := s.servers[node]
-	var ip string
-	var running bool
+	var srv server
+	p, ok := s.servers[node]
 	if ok {
-		ip, running = srv.ip, srv.running
+		srv = *p
 	}
 	s.mu.Unlock()
 	if !ok {
 		return "", fmt.Errorf("no simulated server for Node %s", node)
 	}
-	if running {
+	if srv.running {
 		return "", fmt.Errorf("server %s still runs etcd member %s; only a removed server rejoins", node, srv.member)
 	}
-	return s.join(ctx, node, ip)
+	return s.join(ctx, node, srv.ip)
 }
 
 // JoinServer starts a new K3s server on Node node advertising ip: it joins etcd as a learner
