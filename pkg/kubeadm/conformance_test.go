@@ -15,4 +15,3 @@ func TestConformance(t *testing.T) {
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
-

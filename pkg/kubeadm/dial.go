@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strings"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -281,3 +281,14 @@ func (p *pool) size() int {
 	defer p.mu.Unlock()
 	return len(p.clients)
 }
+
+// snapshotClients returns the open clients by Node, for tests.
+func (p *pool) snapshotClients() map[string]*memberClient {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]*memberClient, len(p.clients))
+	for k, v := range p.clients {
+		out[k] = v
+	}
+	return out
+}
