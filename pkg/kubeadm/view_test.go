@@ -81,7 +81,10 @@ func Test_view_snapshot(t *testing.T) {
 		"b": {node: "b", at: time.Now(), err: errors.New("connection refused")},
 		"c": answered("c", 99, 8, 99, members("c")), // another cluster answers on Node c
 	}
-	in["a"] = func(a answer) answer { a.alarms = []memberAlarm{{1, etcd.AlarmNoSpace}, {2, etcd.AlarmCorrupt}}; return a }(in["a"])
+	in["a"] = func(a answer) answer {
+		a.alarms = []memberAlarm{{1, etcd.AlarmNoSpace}, {2, etcd.AlarmCorrupt}}
+		return a
+	}(in["a"])
 	s := newView(in).snapshot(in, time.Now())
 	g.Expect(s.Backend).To(Equal("kubeadm"))
 	g.Expect(s.Members).To(Equal(three))
