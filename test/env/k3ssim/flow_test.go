@@ -150,9 +150,10 @@ func (f *lifecycle) requeueAfterRemoval(ctx context.Context, t *testing.T) {
 func (f *lifecycle) rejoin(ctx context.Context, t *testing.T) {
 	g := NewWithT(t)
 	c, keys := f.c, f.c.profile.Keys
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	reasons := c.recordReasons(watchCtx, g, f.follower)
+	// Hold the learner until its condition was seen; the leader would promote it on its next
+	// tick otherwise.
+	c.sim.StopLearnerPromotion()
+	defer c.sim.StartLearnerPromotion()
 
 	name, err := c.sim.RestartServer(ctx, f.follower)
 	g.Expect(err).ToNot(HaveOccurred())
@@ -171,16 +172,20 @@ func (f *lifecycle) rejoin(ctx context.Context, t *testing.T) {
 		g.Eventually(func() map[string]string { return c.annotations(ctx, f.follower) }, waitTimeout, pollInterval).
 			ShouldNot(HaveKey(keys.Remove))
 	}
+	g.Expect(c.members(ctx, g)[name].IsLearner).To(BeTrue())
+	g.Expect(c.readyStatus(ctx, f.follower)).To(Equal(corev1.ConditionTrue))
+	if c.profile.HasEtcdIsVoter {
+		g.Eventually(func() string { return c.reason(ctx, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberIsLearner))
+	}
+
+	c.sim.StartLearnerPromotion()
 	g.Eventually(func(g Gomega) {
 		m, ok := c.members(ctx, g)[name]
 		g.Expect(ok).To(BeTrue())
 		g.Expect(m.IsLearner).To(BeFalse())
 	}, waitTimeout, pollInterval).Should(Succeed(), "the leader promotes the learner")
-	g.Expect(c.readyStatus(ctx, f.follower)).To(Equal(corev1.ConditionTrue))
 	if c.profile.HasEtcdIsVoter {
-		g.Eventually(reasons.seen, waitTimeout, pollInterval).Should(ContainElements(ReasonMemberIsLearner, ReasonMemberNotLearner))
-		seen := reasons.seen()
-		g.Expect(seen[len(seen)-1]).To(Equal(ReasonMemberNotLearner))
+		g.Eventually(func() string { return c.reason(ctx, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberNotLearner))
 	}
 	// The requeue-forever bug ends once node-name is back.
 	settled := c.sim.Requeues(f.follower)

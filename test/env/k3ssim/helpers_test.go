@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
@@ -26,7 +24,7 @@ const clusterLabel = "k3ssim.test/cluster"
 // Short intervals keep the suite fast; K3s's own are 15 s and 5 min.
 const (
 	testTick        = 250 * time.Millisecond
-	testCallTimeout = time.Second
+	testCallTimeout = 2 * time.Second
 	waitTimeout     = 20 * time.Second
 	pollInterval    = 50 * time.Millisecond
 )
@@ -36,7 +34,7 @@ const (
 type k3sCluster struct {
 	etcd    *etcdcluster.Cluster
 	sim     *Simulator
-	client  client.WithWatch
+	client  client.Client
 	profile Profile
 	nodes   []string
 	ips     map[string]string
@@ -57,12 +55,14 @@ func startK3sCluster(ctx context.Context, t *testing.T, version, prefix string, 
 		specs = append(specs, etcdcluster.MemberSpec{NodeName: node, MemberName: name, IP: ip})
 		c.nodes, c.ips[node] = append(c.nodes, node), ip
 	}
-	cluster, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs})
+	// Twice etcdcluster's default timeouts: a 2-core machine running many clusters at once
+	// must not flap leaders, or "the leader" of a step is no longer the leader when K3s acts.
+	cluster, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs, TickMs: 100, ElectionMs: 1000})
 	g.Expect(err).ToNot(HaveOccurred())
 	c.etcd = cluster
 	t.Cleanup(func() { _ = cluster.Close() })
 
-	c.client, err = client.NewWithWatch(workload.Config, client.Options{})
+	c.client, err = client.New(workload.Config, client.Options{})
 	g.Expect(err).ToNot(HaveOccurred())
 	opts := Options{
 		Version: version, RESTConfig: workload.Config, Etcd: cluster,
@@ -211,48 +211,6 @@ func (c *k3sCluster) waitReady(ctx context.Context, g Gomega) time.Duration {
 		}, waitTimeout, pollInterval).Should(Succeed())
 	}
 	return time.Since(c.started)
-}
-
-// reasonRecorder records every EtcdIsVoter reason a watch sees on one Node, so that a state
-// that lasts a single tick (a learner before its promotion) is observed reliably.
-type reasonRecorder struct {
-	mu      sync.Mutex
-	reasons []string
-}
-
-// recordReasons watches Node name until ctx ends.
-func (c *k3sCluster) recordReasons(ctx context.Context, g Gomega, name string) *reasonRecorder {
-	w, err := c.client.Watch(ctx, &corev1.NodeList{}, client.MatchingFields{"metadata.name": name})
-	g.Expect(err).ToNot(HaveOccurred())
-	r := &reasonRecorder{}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || ev.Type == watch.Error {
-				continue
-			}
-			if cond := voterCondition(n); cond != nil {
-				r.add(cond.Reason)
-			}
-		}
-	}()
-	return r
-}
-
-func (r *reasonRecorder) add(reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.reasons) == 0 || r.reasons[len(r.reasons)-1] != reason {
-		r.reasons = append(r.reasons, reason)
-	}
-}
-
-// seen returns the distinct consecutive reasons seen so far.
-func (r *reasonRecorder) seen() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.reasons...)
 }
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)

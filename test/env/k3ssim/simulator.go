@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,6 +103,7 @@ type Simulator struct {
 	mu              sync.Mutex
 	servers         map[string]*server
 	conditionWriter bool
+	promotion       bool
 	promotionHeld   bool
 	requeues        map[string]int
 	learners        map[uint64]learnerProgress
@@ -131,7 +133,7 @@ func New(opts Options) (*Simulator, error) {
 	}
 	s := &Simulator{
 		opts: opts, profile: profile, client: c, scheme: scheme, log: opts.Logger,
-		servers: map[string]*server{}, conditionWriter: true, requeues: map[string]int{},
+		servers: map[string]*server{}, conditionWriter: true, promotion: true, requeues: map[string]int{},
 		learners: map[uint64]learnerProgress{},
 	}
 	s.kubelet = opts.Kubelet
@@ -154,7 +156,7 @@ func (s *Simulator) Start(ctx context.Context) error {
 		return fmt.Errorf("failed to create etcd client: %w", err)
 	}
 	s.etcd = &etcdOps{cluster: s.opts.Etcd, cli: cli, timeout: s.opts.CallTimeout}
-	members, err := s.etcd.members(ctx)
+	members, err := s.initialMembers(ctx)
 	if err != nil {
 		return err
 	}
@@ -176,6 +178,24 @@ func (s *Simulator) Start(ctx context.Context) error {
 	s.mu.Unlock()
 	go s.run(runCtx)
 	return s.StartMemberController(ctx)
+}
+
+// startTimeout bounds how long Start waits for etcd to answer, as a K3s server waits for its
+// etcd before it starts its controllers.
+const startTimeout = 30 * time.Second
+
+// initialMembers lists the members, retrying while etcd does not answer yet.
+func (s *Simulator) initialMembers(ctx context.Context) ([]member, error) {
+	var members []member
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, s.opts.CallTimeout/10, startTimeout, true, func(ctx context.Context) (bool, error) {
+		members, lastErr = s.etcd.members(ctx)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		return nil, errors.Join(err, lastErr)
+	}
+	return members, nil
 }
 
 // Stop stops every loop and closes the etcd client; the etcd cluster keeps running.
