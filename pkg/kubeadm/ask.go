@@ -74,6 +74,10 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 
 // askClient runs Status and MemberList in parallel over one connection.
 //
+// Note: MemberList is serializable: each member reports its own view of the membership, which
+// is what the agreement check compares, and it costs the leader nothing. Whether the member is
+// connected to a quorum shows in its Status (leader known, errors such as "no leader").
+//
 // Note: alarms come from Status, where each member lists the alarms of its own alarm store
 // (replicated through raft). AlarmList is not used: etcd serves it as a raft proposal, a WAL
 // write and fsync on every member, which asking every member on every reconcile would
@@ -93,7 +97,7 @@ func (b *Backend) askClient(ctx context.Context, c *memberClient) answer {
 	})
 	wg.Go(func() {
 		ml, mlErr = call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
-			return c.cluster.MemberList(ctx)
+			return c.cluster.MemberList(ctx, clientv3.WithSerializable())
 		})
 	})
 	wg.Wait()

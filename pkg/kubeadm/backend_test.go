@@ -34,7 +34,7 @@ func TestBackend_connections(t *testing.T) {
 	// be gone after Close.
 	leakOpts := []goleak.Option{goleak.IgnoreCurrent()}
 	b, err := New(Config{Cluster: w.key, ClusterUID: typesUID(w.uid), RESTConfig: FromClusterCache(mgmt.ClusterCache, w.key),
-		Client: mgmt.Manager.GetClient(), IdleTimeout: time.Second})
+		Client: secretClient, IdleTimeout: time.Second})
 	g.Expect(err).NotTo(HaveOccurred())
 
 	t.Log("connections are reused across observations")

@@ -123,12 +123,11 @@ func (k *kcpReconcile) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
 	if _, err := c.Members(ctx); err != nil {
-		return err
+		return errors.Join(err, c.Close())
 	}
 	_, err = c.Alarms(ctx)
-	return err
+	return errors.Join(err, c.Close())
 }
 
 func timeIt(b *testing.B, fn func() error) time.Duration {

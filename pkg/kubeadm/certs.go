@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -139,15 +140,18 @@ func parseCA(key client.ObjectKey, certPEM, keyPEM []byte) (*x509.Certificate, c
 		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s has no %s (the CA key is needed to mint a client certificate)", etcd.ErrInvalidInput, key, secret.TLSKeyDataName)
 	}
 	caCert, err := certs.DecodeCertPEM(certPEM)
-	if err != nil || caCert == nil {
-		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s is not a PEM certificate: %v", etcd.ErrInvalidInput, key, secret.TLSCrtDataName, err)
+	if err == nil && caCert == nil {
+		err = errors.New("no PEM block")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s is not a PEM certificate: %w", etcd.ErrInvalidInput, key, secret.TLSCrtDataName, err)
 	}
 	if !caCert.IsCA {
 		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s is not a CA certificate", etcd.ErrInvalidInput, key, secret.TLSCrtDataName)
 	}
 	caKey, err := certs.DecodePrivateKeyPEM(keyPEM)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s is not a PEM private key: %v", etcd.ErrInvalidInput, key, secret.TLSKeyDataName, err)
+		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s is not a PEM private key: %w", etcd.ErrInvalidInput, key, secret.TLSKeyDataName, err)
 	}
 	if !publicKeysEqual(caCert.PublicKey, caKey.Public()) {
 		return nil, nil, fmt.Errorf("%w: etcd CA Secret %s: %s does not belong to the certificate in %s", etcd.ErrInvalidInput, key, secret.TLSKeyDataName, secret.TLSCrtDataName)

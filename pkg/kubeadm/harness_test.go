@@ -105,14 +105,14 @@ func (w *workloadCluster) register(ctx context.Context, t testing.TB, name strin
 }
 
 // backend returns a Backend for the cluster, reaching it through the ClusterCache and reading
-// the CA Secret through the management manager's cached client (as a controller does), closed
+// the CA Secret through the Secret caching client (as KCP does), closed
 // with the test.
 func (w *workloadCluster) backend(t testing.TB, mutate ...func(*Config)) *Backend {
 	t.Helper()
 	cfg := Config{
 		Cluster: w.key, ClusterUID: typesUID(w.uid),
 		RESTConfig: FromClusterCache(mgmt.ClusterCache, w.key),
-		Client:     mgmt.Manager.GetClient(),
+		Client:     secretClient,
 	}
 	for _, m := range mutate {
 		m(&cfg)
@@ -293,8 +293,10 @@ func memberListHas(ctx context.Context, m *etcdcluster.Member, node string) (boo
 	if err != nil {
 		return false, err
 	}
-	defer cli.Close()
 	resp, err := cli.MemberList(ctx)
+	if closeErr := cli.Close(); err == nil {
+		err = closeErr
+	}
 	if err != nil {
 		return false, err
 	}

@@ -31,7 +31,8 @@ func isEtcdAnswer(err error) bool {
 	if err == nil {
 		return false
 	}
-	if _, ok := rpctypes.Error(err).(rpctypes.EtcdError); ok {
+	var etcdErr rpctypes.EtcdError
+	if errors.As(rpctypes.Error(err), &etcdErr) {
 		return true
 	}
 	s, ok := status.FromError(err)
