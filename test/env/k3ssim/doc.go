@@ -22,6 +22,6 @@
 //
 // The simulator owns no etcd: it drives the cluster through the small EtcdCluster interface,
 // which *etcdcluster.Cluster implements. Fault handles: StopConditionWriter (stale
-// heartbeat), StopMemberController (removals and Node deletions wait), StopLearnerPromotion,
+// heartbeat), StopMemberController (removals and Node deletions wait), HoldPromotion (a learner stays a learner),
 // RestartServer (rejoin of a removed server) and the etcd cluster's own member faults.
 package k3ssim

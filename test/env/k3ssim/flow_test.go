@@ -152,8 +152,8 @@ func (f *lifecycle) rejoin(ctx context.Context, t *testing.T) {
 	c, keys := f.c, f.c.profile.Keys
 	// Hold the learner until its condition was seen; the leader would promote it on its next
 	// tick otherwise.
-	c.sim.StopLearnerPromotion()
-	defer c.sim.StartLearnerPromotion()
+	c.sim.HoldPromotion()
+	defer c.sim.ReleasePromotion()
 
 	name, err := c.sim.RestartServer(ctx, f.follower)
 	g.Expect(err).ToNot(HaveOccurred())
@@ -178,7 +178,7 @@ func (f *lifecycle) rejoin(ctx context.Context, t *testing.T) {
 		g.Eventually(func() string { return c.reason(ctx, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberIsLearner))
 	}
 
-	c.sim.StartLearnerPromotion()
+	c.sim.ReleasePromotion()
 	g.Eventually(func(g Gomega) {
 		m, ok := c.members(ctx, g)[name]
 		g.Expect(ok).To(BeTrue())

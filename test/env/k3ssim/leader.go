@@ -16,9 +16,7 @@ func (s *Simulator) leaderDuties(ctx context.Context, members []member) {
 	}
 	s.conditionPass(ctx, members)
 	if !s.PromotionHeld() {
-		if s.LearnerPromotionRunning() {
-			s.manageLearners(ctx, members)
-		}
+		s.manageLearners(ctx, members)
 	}
 }
 
@@ -70,24 +68,4 @@ func (s *Simulator) setConditionWriter(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.conditionWriter = on
-}
-
-// StopLearnerPromotion stops the leader's learner loop (fault: a joined server stays a
-// learner, as when it cannot catch up); StartLearnerPromotion resumes it.
-func (s *Simulator) StopLearnerPromotion() { s.setPromotion(false) }
-
-// StartLearnerPromotion resumes the leader's learner loop.
-func (s *Simulator) StartLearnerPromotion() { s.setPromotion(true) }
-
-// LearnerPromotionRunning reports whether the leader promotes (and prunes) learners.
-func (s *Simulator) LearnerPromotionRunning() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.promotion
-}
-
-func (s *Simulator) setPromotion(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.promotion = on
 }

@@ -103,7 +103,6 @@ type Simulator struct {
 	mu              sync.Mutex
 	servers         map[string]*server
 	conditionWriter bool
-	promotion       bool
 	promotionHeld   bool
 	requeues        map[string]int
 	learners        map[uint64]learnerProgress
@@ -133,7 +132,7 @@ func New(opts Options) (*Simulator, error) {
 	}
 	s := &Simulator{
 		opts: opts, profile: profile, client: c, scheme: scheme, log: opts.Logger,
-		servers: map[string]*server{}, conditionWriter: true, promotion: true, requeues: map[string]int{},
+		servers: map[string]*server{}, conditionWriter: true, requeues: map[string]int{},
 		learners: map[uint64]learnerProgress{},
 	}
 	s.kubelet = opts.Kubelet
