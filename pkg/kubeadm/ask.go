@@ -52,16 +52,21 @@ func (b *Backend) askAll(ctx context.Context, nodes []string, creds *credentials
 	return out
 }
 
+// reusedCallTimeout bounds the calls over a kept connection: a port-forward that died without
+// closing (nothing tells gRPC) would otherwise hold the observation for the whole CallTimeout.
+// Past it, the member is asked again over a new connection with the full CallTimeout.
+const reusedCallTimeout = 3 * time.Second
+
 // ask asks the member on node for its status, member list and alarms. A kept connection that
 // turns out broken is replaced once, so a stale port-forward costs one retry, not a verdict.
 func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answer {
 	for attempt := 0; ; attempt++ {
-		c, err := b.pool.get(ctx, node, creds)
+		c, reused, err := b.pool.getReused(ctx, node, creds)
 		if err != nil {
 			return answer{node: node, at: time.Now(), err: err}
 		}
-		a := b.askClient(ctx, c)
-		if a.answered() || attempt > 0 {
+		a := b.askClient(ctx, c, b.callTimeoutFor(reused))
+		if a.answered() || attempt > 0 || !reused {
 			if !a.answered() {
 				b.pool.drop(node, c)
 			}
@@ -70,6 +75,13 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 		b.logger(ctx).V(4).Info("Retrying etcd member on a new connection", "node", node, "err", a.err.Error())
 		b.pool.drop(node, c)
 	}
+}
+
+func (b *Backend) callTimeoutFor(reused bool) time.Duration {
+	if reused {
+		return min(b.cfg.CallTimeout, reusedCallTimeout)
+	}
+	return b.cfg.CallTimeout
 }
 
 // askClient runs Status and MemberList in parallel over one connection.
@@ -82,7 +94,7 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 // (replicated through raft). AlarmList is not used: etcd serves it as a raft proposal, a WAL
 // write and fsync on every member, which asking every member on every reconcile would
 // multiply.
-func (b *Backend) askClient(ctx context.Context, c *memberClient) answer {
+func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.Duration) answer {
 	var (
 		wg    sync.WaitGroup
 		st    *clientv3.StatusResponse
@@ -91,12 +103,12 @@ func (b *Backend) askClient(ctx context.Context, c *memberClient) answer {
 		mlErr error
 	)
 	wg.Go(func() {
-		st, stErr = call(ctx, b, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) {
+		st, stErr = callWithin(ctx, timeout, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) {
 			return c.maint.Status(ctx, "")
 		})
 	})
 	wg.Go(func() {
-		ml, mlErr = call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
+		ml, mlErr = callWithin(ctx, timeout, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
 			return c.cluster.MemberList(ctx, clientv3.WithSerializable())
 		})
 	})

@@ -122,3 +122,42 @@ func TestBackend_MoveLeader_invalidTarget(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(mv.Outcome).To(Equal(etcd.LeaderNotOnNode))
 }
+
+func TestBackend_MoveLeaderToCandidates(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	w := startWorkloadCluster(t, workload, 3)
+	b := w.backend(t)
+	s := observeHealthy(ctx, g, b, 3)
+	leader, _ := s.MemberByID(s.LeaderID)
+	var followers []string
+	for _, n := range w.nodes {
+		if n != leader.NodeName {
+			followers = append(followers, n)
+		}
+	}
+	// The first candidate is down: it is skipped without waiting for etcd's transfer timeout.
+	g.Expect(w.etcd.MemberOnNode(followers[0]).Kill()).To(Succeed())
+	start := time.Now()
+	to, mv, err := b.MoveLeaderToCandidates(ctx, leader.NodeName, followers)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mv.Outcome).To(Equal(etcd.LeaderMoved))
+	g.Expect(to).To(Equal(followers[1]))
+	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+	g.Eventually(func(g Gomega) {
+		s, err := b.Observe(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		l, _ := s.MemberByID(s.LeaderID)
+		g.Expect(l.NodeName).To(Equal(followers[1]))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	to, mv, err = b.MoveLeaderToCandidates(ctx, leader.NodeName, followers)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mv.Outcome).To(Equal(etcd.LeaderNotOnNode), "no-op once the leaving member does not lead")
+	g.Expect(to).To(BeEmpty())
+
+	_, _, err = b.MoveLeaderToCandidates(ctx, followers[1], []string{followers[0]})
+	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "%v", err)
+	_, _, err = b.MoveLeaderToCandidates(ctx, followers[1], nil)
+	g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "%v", err)
+}

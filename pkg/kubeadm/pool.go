@@ -115,24 +115,32 @@ var errClosed = fmt.Errorf("%w: the kubeadm etcd backend is closed", etcd.ErrInv
 // get returns a ready client for the member on node, dialling a new one when there is none,
 // when the CA changed, or when the probe finds the old one broken.
 func (p *pool) get(ctx context.Context, node string, creds *credentials) (*memberClient, error) {
+	c, _, err := p.getReused(ctx, node, creds)
+	return c, err
+}
+
+// getReused is get, also telling whether the client was kept from before (its tunnel may have
+// died silently) rather than dialled now.
+func (p *pool) getReused(ctx context.Context, node string, creds *credentials) (*memberClient, bool, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, errClosed
+		return nil, false, errClosed
 	}
 	c := p.clients[node]
 	p.mu.Unlock()
 	if c != nil && c.fingerprint == creds.fingerprint {
 		if err := c.ready(ctx); err == nil {
 			c.touch(time.Now())
-			return c, nil
+			return c, true, nil
 		}
 		p.log.V(4).Info("Replacing broken etcd connection", "node", node)
 	}
 	if c != nil {
 		p.drop(node, c)
 	}
-	return p.connect(ctx, node, creds)
+	c, err := p.connect(ctx, node, creds)
+	return c, false, err
 }
 
 // connect dials a new client and keeps it unless the pool closed meanwhile.
@@ -149,16 +157,18 @@ func (p *pool) connect(ctx context.Context, node string, creds *credentials) (*m
 	}
 	c.touch(time.Now())
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		_ = c.cli.Close()
 		return nil, errClosed
 	}
-	if old := p.clients[node]; old != nil {
-		// Another call connected meanwhile; keep the newest.
-		go func() { _ = old.cli.Close() }()
-	}
+	// Another call may have connected meanwhile; keep the newest.
+	old := p.clients[node]
 	p.clients[node] = c
+	p.mu.Unlock()
+	if old != nil {
+		_ = old.cli.Close()
+	}
 	return c, nil
 }
 

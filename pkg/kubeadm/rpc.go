@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -13,7 +14,12 @@ import (
 
 // call runs one etcd call with its own deadline, CallTimeout.
 func call[T any](ctx context.Context, b *Backend, what string, fn func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, b.cfg.CallTimeout, fmt.Errorf("%s: call timeout %s expired", what, b.cfg.CallTimeout))
+	return callWithin(ctx, b.cfg.CallTimeout, what, fn)
+}
+
+// callWithin runs one etcd call with its own deadline.
+func callWithin[T any](ctx context.Context, timeout time.Duration, what string, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s: call timeout %s expired", what, timeout))
 	defer cancel()
 	return fn(ctx)
 }

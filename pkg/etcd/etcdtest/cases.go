@@ -303,7 +303,7 @@ func testAPIServerDown(t *testing.T, env *Env) {
 		v := etcd.AssessHealth(etcd.HealthInput{ObserveErr: err, Machines: machines(env.Nodes...), Now: time.Now()})
 		g.Expect(v.Cluster.Status).To(Equal(metav1.ConditionUnknown))
 		g.Expect(v.Cluster.Reason).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
-	}).WithContext(ctx).WithTimeout(2 * eventually).WithPolling(pollInterval).Should(Succeed(),
+	}).WithContext(ctx).WithTimeout(2*eventually).WithPolling(pollInterval).Should(Succeed(),
 		"a stopping apiserver may keep serving open port-forwards while it drains")
 	r, err := env.Cluster.RemoveMember(ctx, env.Nodes[1])
 	g.Expect(err).To(HaveOccurred(), "RemoveMember reported %s: %s", r.State, r.Reason)
