@@ -64,14 +64,6 @@ func annotate(kv ...string) func(*corev1.Node) {
 	}
 }
 
-func drop(keys ...string) func(*corev1.Node) {
-	return func(n *corev1.Node) {
-		for _, k := range keys {
-			delete(n.Annotations, k)
-		}
-	}
-}
-
 // recorded is the annotation pair RemoveMember writes next to remove=true.
 func recorded(member string, at time.Time) func(*corev1.Node) {
 	return annotate(v1alpha1.K3sRemovingMemberAnnotation, member, v1alpha1.K3sRemovalRequestedAtAnnotation, at.Format(time.RFC3339))

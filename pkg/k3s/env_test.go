@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -45,7 +46,19 @@ var profiles = []string{
 	"v1.32.10+rke2r1",
 }
 
+// defaultParallel is how many tests run at once unless -test.parallel is given. The tests
+// mostly wait (apiserver start, etcd's 5 s strict reconfiguration window, K3s ticks), not on
+// the CPU, so GOMAXPROCS (the default) would leave the machine idle; each test runs its own
+// kube-apiserver and etcd, so not more.
+const defaultParallel = "4"
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelGiven := false
+	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
+	if !parallelGiven {
+		_ = flag.Set("test.parallel", defaultParallel)
+	}
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(m.Run())
 }
@@ -174,7 +187,7 @@ func (c *k3sCluster) hasMemberErr(ctx context.Context, name string) (bool, error
 	if err != nil {
 		return false, err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	resp, err := cli.MemberList(ctx)
 	if err != nil {
 		return false, err
@@ -199,7 +212,7 @@ func (c *k3sCluster) leaderNodeErr(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	for _, m := range c.etcd.Members() {
 		if !m.Running() {
 			continue
@@ -239,7 +252,7 @@ func (c *k3sCluster) follower(g Gomega) string {
 func (c *k3sCluster) addUnstartedVoter(ctx context.Context, g Gomega) {
 	cli, err := c.etcd.NewClient(ctx)
 	g.Expect(err).ToNot(HaveOccurred())
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	g.Eventually(func() error {
 		_, err := cli.MemberAdd(ctx, []string{"https://127.0.0.99:2380"})
 		return err

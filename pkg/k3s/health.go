@@ -21,6 +21,46 @@ type report struct {
 	evidence etcd.MemberEvidence
 }
 
+// assessNodes assesses every etcd Node; those that host no member are left out. Before K3s
+// 1.29.3 a condition may be about another Node's member (K3s matched by name prefix), and then
+// it is not trusted.
+func assessNodes(nodes []*corev1.Node, now time.Time, staleAfter time.Duration) []report {
+	all := make([]etcdNode, 0, len(nodes))
+	for _, n := range nodes {
+		all = append(all, readNode(n))
+	}
+	var out []report
+	for _, e := range all {
+		r := assessNode(e, now, staleAfter)
+		if r.member == nil {
+			continue
+		}
+		if twin := prefixTwin(e, all); twin != nil && r.evidence.Contact != etcd.ContactUnknown {
+			r.member.IsLearner = false
+			r.evidence.Contact, r.evidence.Errors = etcd.ContactUnknown, nil
+			r.evidence.Error = fmt.Sprintf("K3s %s matches members to Nodes by the prefix %q, which member %s of Node %s has too, so the EtcdIsVoter condition of Node %s may be about that member (fixed in K3s 1.29.3)",
+				e.version, e.node.Name+"-", twin.memberName, twin.node.Name, e.node.Name)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// prefixTwin returns another etcd Node whose member K3s before 1.29.3 would also match to e's
+// Node (its member name starts with "<e's Node name>-"), or nil when there is none or K3s
+// matches exactly.
+func prefixTwin(e etcdNode, all []etcdNode) *etcdNode {
+	if e.versionErr != nil || e.version.ExactMemberMatch() {
+		return nil
+	}
+	for i, o := range all {
+		if o.node.Name != e.node.Name && o.hostsMember() && strings.HasPrefix(o.memberName, e.node.Name+"-") {
+			return &all[i]
+		}
+	}
+	return nil
+}
+
 // assessNode turns one etcd Node into a report, as of now. Whatever cannot be trusted (no
 // condition on this K3s version, a stale heartbeat, an unknown reason, a Node that went
 // NotReady after K3s last reported) is Contact Unknown with a reason that says which, never

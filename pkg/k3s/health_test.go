@@ -154,3 +154,32 @@ func Test_assessNode_verdicts(t *testing.T) {
 	v := etcd.AssessHealth(etcd.HealthInput{Snapshot: s, Now: testNow, Machines: []etcd.Machine{{Name: "m0", NodeName: "cp-0"}}})
 	g.Expect(v.Cluster.Message).To(ContainSubstring("ghost members"))
 }
+
+func Test_assessNodes(t *testing.T) {
+	fresh := testNow.Add(-time.Minute)
+	staleAfter := DefaultHeartbeatInterval + DefaultTick + DefaultClockSkew
+	tests := []struct {
+		name    string
+		version string
+		contact etcd.Contact
+	}{
+		{name: "Before 1.29.3 a Node whose name prefixes another Node's member is unknown", version: "v1.27.10+k3s1", contact: etcd.ContactUnknown},
+		{name: "From 1.29.3 K3s matches exactly", version: "v1.29.3+k3s1", contact: etcd.ContactAnswered},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			reports := assessNodes([]*corev1.Node{
+				etcdNodeObj("cp-0", tt.version, "cp-0-00000000", voter(ReasonMemberIsLearner, "", fresh)),
+				etcdNodeObj("cp-0-learner", tt.version, "cp-0-learner-11111111", voter(ReasonMemberIsLearner, "", fresh)),
+				etcdNodeObj("worker", tt.version, ""),
+			}, testNow, staleAfter)
+			g.Expect(reports).To(HaveLen(2), "the Node without a member is left out")
+			g.Expect(reports[0].evidence.Contact).To(Equal(tt.contact), reports[0].evidence.Error)
+			g.Expect(reports[1].evidence.Contact).To(Equal(etcd.ContactAnswered))
+			if tt.contact == etcd.ContactUnknown {
+				g.Expect(reports[0].evidence.Error).To(ContainSubstring("cp-0-learner-11111111"))
+			}
+		})
+	}
+}

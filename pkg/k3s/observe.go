@@ -42,11 +42,7 @@ func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 		BlindSpots:  slices.Clone(blindSpots),
 		EvidenceTTL: b.cfg.StaleAfter(),
 	}
-	for _, n := range nodes {
-		r := assessNode(readNode(n), now, b.cfg.StaleAfter())
-		if r.member == nil {
-			continue
-		}
+	for _, r := range assessNodes(nodes, now, b.cfg.StaleAfter()) {
 		s.Members = append(s.Members, *r.member)
 		s.Evidence = append(s.Evidence, r.evidence)
 	}

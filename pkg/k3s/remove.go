@@ -32,7 +32,12 @@ const maxConflicts = 3
 // Checking that the removal keeps quorum is the caller's duty.
 func (b *Backend) RemoveMember(ctx context.Context, nodeName string) (etcd.Removal, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Node", klog.KRef("", nodeName))
-	step, _, err := b.currentStep(ctx, b.cfg.Reader, nodeName)
+	step, cached, err := b.currentStep(ctx, b.cfg.Reader, nodeName)
+	if err == nil && cached == nil {
+		// A cache may not have seen a new Node yet: absence is confirmed live before it
+		// counts as removed.
+		step, _, err = b.currentStep(ctx, b.cfg.Client, nodeName)
+	}
 	if err != nil || !step.request {
 		return step.result, err
 	}

@@ -52,9 +52,16 @@ func Start(ctx context.Context, restConfig *rest.Config, cfg Config) (*Backend, 
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- cache.Start(runCtx) }()
-	b.stop = func() { cancel(); <-done }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The cache's error after a cancel is only the cancellation itself.
+		_ = cache.Start(runCtx)
+	}()
+	b.stop = func() {
+		cancel()
+		<-done
+	}
 	if !cache.WaitForCacheSync(ctx) {
 		b.Stop()
 		return nil, fmt.Errorf("%w: failed to sync the Node cache: %w", etcd.ErrUnreachable, errors.Join(ctx.Err(), context.Cause(ctx)))

@@ -137,7 +137,20 @@ func (b *Backend) WaitForRemoval(ctx context.Context, nodeName string) (etcd.Rem
 		case <-events:
 		case <-resync.C:
 		case <-ctx.Done():
+			r = b.lastWord(ctx, nodeName, r)
 			return r, fmt.Errorf("stopped waiting for the removal of the etcd member on Node %s: %s: %w", nodeName, r.Reason, context.Cause(ctx))
 		}
 	}
+}
+
+// lastWord re-reads the Node from the cache when a wait ends, so the result says how long the
+// removal has been waiting by then; it never writes.
+func (b *Backend) lastWord(ctx context.Context, nodeName string, last etcd.Removal) etcd.Removal {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CallTimeout)
+	defer cancel()
+	step, _, err := b.currentStep(ctx, b.cfg.Reader, nodeName)
+	if err != nil || step.request {
+		return last
+	}
+	return step.result
 }
