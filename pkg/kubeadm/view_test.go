@@ -153,3 +153,50 @@ func Test_isLastVoter(t *testing.T) {
 	g.Expect(isLastVoter(ms, ms[1])).To(BeFalse(), "a learner is never the last voter")
 	g.Expect(isLastVoter(members("a", "b"), members("a", "b")[0])).To(BeFalse())
 }
+
+func Test_removalPath(t *testing.T) {
+	three := members("a", "b", "c")
+	obs := func(leader uint64, in ...answer) *observation {
+		answers := map[string]answer{}
+		for _, a := range in {
+			answers[a.node] = a
+		}
+		v := newView(answers)
+		s := v.snapshot(answers, time.Now())
+		s.LeaderID = leader
+		return &observation{snap: s, view: v, answers: answers}
+	}
+	down := func(node string) answer { return answer{node: node, err: errors.New("down")} }
+	tests := []struct {
+		name   string
+		obs    *observation
+		target string
+		want   []string
+	}{
+		{
+			name:   "leader first, then other voters, the target last",
+			obs:    obs(2, answered("a", 1, 7, 2, three), answered("b", 2, 7, 2, three), answered("c", 3, 7, 2, three)),
+			target: "a", want: []string{"b", "c", "a"},
+		},
+		{
+			name:   "removing the leader goes through a follower",
+			obs:    obs(1, answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three), answered("c", 3, 7, 1, three)),
+			target: "a", want: []string{"b", "c", "a"},
+		},
+		{
+			name:   "members that did not answer, or answer from another cluster, are not used",
+			obs:    obs(1, answered("a", 1, 7, 1, three), down("b"), answered("c", 99, 8, 99, members("c"))),
+			target: "b", want: []string{"a"},
+		},
+		{
+			name:   "through the target only when nobody else answers",
+			obs:    obs(1, answered("a", 1, 7, 1, three), down("b"), down("c")),
+			target: "a", want: []string{"a"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			NewWithT(t).Expect(removalPath(tt.obs, tt.target)).To(Equal(tt.want))
+		})
+	}
+}
