@@ -82,11 +82,11 @@ func runGroup(t *testing.T, h Harness, g group, na map[Case]string, s *summary) 
 	t.Run(groupName(g, applicable), func(t *testing.T) {
 		start := time.Now()
 		env := h.Start(t, g.spec)
-		s.record(fmt.Sprintf("start %d-member cluster", g.spec.Members), time.Since(start), true)
+		s.record(fmt.Sprintf("start %d-member cluster", g.spec.Members), time.Since(start), true, false)
 		for _, c := range applicable {
 			start := time.Now()
 			ok := t.Run(string(c), func(t *testing.T) { caseFuncs[c](t, env) })
-			s.record(string(c), time.Since(start), ok)
+			s.record(string(c), time.Since(start), ok, true)
 			if !ok {
 				// The following cases build on this one's end state; they would fail for the
 				// same reason.
@@ -106,17 +106,24 @@ func groupName(g group, cases []Case) string {
 
 // summary collects what ran, for the log at the end.
 type summary struct {
-	start time.Time
-	mu    sync.Mutex
-	lines []string
+	start          time.Time
+	mu             sync.Mutex
+	lines          []string
+	passed, failed int
 }
 
-func (s *summary) record(what string, took time.Duration, ok bool) {
+func (s *summary) record(what string, took time.Duration, ok, isCase bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	status := "ok"
 	if !ok {
 		status = "FAILED"
+	}
+	switch {
+	case isCase && ok:
+		s.passed++
+	case isCase:
+		s.failed++
 	}
 	s.lines = append(s.lines, fmt.Sprintf("  %-32s %-6s %s", what, status, took.Round(time.Millisecond)))
 }
@@ -125,7 +132,8 @@ func (s *summary) log(t *testing.T, na map[Case]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "etcd.Cluster conformance summary (%s total):\n", time.Since(s.start).Round(time.Millisecond))
+	fmt.Fprintf(&b, "etcd.Cluster conformance summary (%s total): %d passed, %d failed, %d not applicable, %d not run\n",
+		time.Since(s.start).Round(time.Millisecond), s.passed, s.failed, len(na), len(Cases())-s.passed-s.failed-len(na))
 	b.WriteString(strings.Join(s.lines, "\n"))
 	if len(na) > 0 {
 		b.WriteString("\nNOT APPLICABLE (not run, not counted as passed):")
