@@ -84,6 +84,14 @@ func TestBackend_memberControllerStopped(t *testing.T) {
 		g.Expect(r.Reason).To(MatchRegexp(`was set [3-9]s ago`))
 	}, waitTimeout, pollInterval).Should(Succeed())
 	g.Expect(c.hasMember(g, member)).To(BeTrue())
+	// A restarted controller keeps waiting and does not request again.
+	requestedAt := c.node(g, node).Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]
+	restarted, err := k3s.New(k3s.Config{Client: c.client})
+	g.Expect(err).ToNot(HaveOccurred())
+	r, err = restarted.RemoveMember(ctx, node)
+	g.Expect(err).ToNot(HaveOccurred())
+	g.Expect(r.State).To(Equal(etcd.RemovalInProgress))
+	g.Expect(c.node(g, node).Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]).To(Equal(requestedAt))
 
 	g.Expect(c.sim.StartMemberController(ctx)).To(Succeed())
 	wait, cancel2 := context.WithTimeout(ctx, waitTimeout)

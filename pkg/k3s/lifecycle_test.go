@@ -30,7 +30,7 @@ func TestBackend_lifecycle(t *testing.T) {
 				{"Observe reports the members K3s annotates, with health per version", l.observe},
 				{"MoveLeader says who moves leadership on this version", l.moveLeader},
 				{"RemoveMember on a follower is Removed once K3s writes removed-node-name", l.removeFollower},
-				{"Calls after success report Removed and write nothing", l.removedAgain},
+				{"Calls after success, also from a restarted controller, report Removed and write nothing", l.removedAgain},
 				{"A Node that rejoined under a new member name keeps its new member", l.rejoin},
 				{"A removal etcd refuses while a member is down waits on K3s and says since when", l.waitsOnDownMember},
 			} {
@@ -156,6 +156,13 @@ func (l *lifecycle) removedAgain(t *testing.T) {
 		g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 		g.Expect(r.Member.Name).To(Equal(l.oldMember))
 	}
+	// A restarted controller (a new Backend with nothing in memory) reads the same outcome.
+	restarted, err := k3s.New(k3s.Config{Client: c.client})
+	g.Expect(err).ToNot(HaveOccurred())
+	r, err := restarted.RemoveMember(context.Background(), l.removed)
+	g.Expect(err).ToNot(HaveOccurred())
+	g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
+	g.Expect(r.Member.Name).To(Equal(l.oldMember))
 	after := c.node(g, l.removed).Annotations
 	g.Expect(after[v1alpha1.K3sRemovalRequestedAtAnnotation]).To(Equal(before[v1alpha1.K3sRemovalRequestedAtAnnotation]))
 	g.Expect(after[c.keys.Remove]).To(Equal(before[c.keys.Remove]))
