@@ -41,13 +41,13 @@ func spdyOnlyServer(t *testing.T, target string) (*httptest.Server, *sync.Map) {
 type forwardTo string
 
 func (f forwardTo) PortForward(ctx context.Context, _, _ string, _ int32, stream io.ReadWriteCloser) error {
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", string(f))
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(conn, stream); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
@@ -74,7 +74,7 @@ func Test_dialer_fallsBackToSPDY(t *testing.T) {
 	}}
 	conn, err := d.dial(ctx, m.NodeName(), creds)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer conn.Close()
+	defer func() { g.Expect(conn.Close()).To(Succeed()) }()
 	_, tried := seen.Load("websocket")
 	g.Expect(tried).To(BeTrue(), "WebSocket is tried first")
 	path, ok := seen.Load("spdy")
