@@ -52,3 +52,29 @@ func TestMemberID(t *testing.T) {
 	g.Expect(MemberID("cp-0-1a2b3c4d")).ToNot(Equal(MemberID("cp-0-5e6f7a8b")))
 	g.Expect(MemberID("cp-0-1a2b3c4d")).ToNot(BeZero())
 }
+
+func Test_readNode_keys(t *testing.T) {
+	tests := []struct {
+		name, version, annotation, wantPrefix string
+	}{
+		{name: "K3s version", version: "v1.33.4+k3s1", wantPrefix: "etcd.k3s.cattle.io/"},
+		{name: "RKE2 version", version: "v1.32.10+rke2r1", wantPrefix: "etcd.rke2.cattle.io/"},
+		{name: "unknown version with RKE2 annotations", version: "", annotation: "etcd.rke2.cattle.io/node-name", wantPrefix: "etcd.rke2.cattle.io/"},
+		{name: "unknown version, nothing to tell", version: "v1.33.4", wantPrefix: "etcd.k3s.cattle.io/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n := etcdNodeObj("cp-0", tt.version, "")
+			if tt.annotation != "" {
+				n.Annotations[tt.annotation] = "cp-0-00000000"
+			}
+			e := readNode(n)
+			g.Expect(e.keys.NodeName).To(Equal(tt.wantPrefix + "node-name"))
+			g.Expect(e.keys.RemovedNodeName).To(Equal(tt.wantPrefix + "removed-node-name"))
+			if tt.annotation != "" {
+				g.Expect(e.memberName).To(Equal("cp-0-00000000"))
+			}
+		})
+	}
+}
