@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
 	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
+	workloadenv "github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // startTimeout bounds starting one workload cluster on a busy machine.
@@ -28,20 +28,17 @@ const startTimeout = 2 * time.Minute
 
 var clusterSeq atomic.Int32
 
-// workloadCluster is one kubeadm-flavoured workload cluster: a real TLS etcd cluster whose
-// members are named after their Nodes, a kubelet stand-in per Node forwarding 2379 to its
-// member, the etcd mirror Pods, and the Cluster registered in the management cluster with its
-// kubeconfig and etcd CA Secrets.
+// workloadCluster is one kubeadm-flavoured workload cluster (test/env/workload: a real TLS
+// etcd cluster whose members are named after their Nodes, a kubelet stand-in per Node
+// forwarding 2379 to its member, the etcd mirror Pods), registered in the management cluster
+// with its kubeconfig and etcd CA Secrets.
 type workloadCluster struct {
-	t         testing.TB
+	*workloadenv.Kubeadm
 	apiServer *env.APIServer
 	etcd      *etcdcluster.Cluster
 	key       client.ObjectKey
 	uid       string
 	nodes     []string
-
-	mu       sync.Mutex
-	kubelets map[string]*kubelet.Kubelet
 }
 
 // startWorkloadCluster starts a workload cluster of n members on apiServer; everything stops
@@ -52,37 +49,12 @@ func startWorkloadCluster(t testing.TB, apiServer *env.APIServer, n int) *worklo
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	prefix := fmt.Sprintf("kc%d", clusterSeq.Add(1))
-	ec, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes(prefix, n)})
+	k, err := workloadenv.StartKubeadm(ctx, workloadenv.KubeadmOptions{APIServer: apiServer, Members: n, NodePrefix: prefix})
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = ec.Close() })
-	w := &workloadCluster{t: t, apiServer: apiServer, etcd: ec, kubelets: map[string]*kubelet.Kubelet{}}
-	for _, m := range ec.Members() {
-		g.Expect(w.startNode(ctx, m)).To(Succeed())
-		w.nodes = append(w.nodes, m.NodeName())
-	}
+	t.Cleanup(func() { _ = k.Close() })
+	w := &workloadCluster{Kubeadm: k, apiServer: apiServer, etcd: k.Etcd, nodes: k.Nodes}
 	w.register(ctx, t, prefix)
 	return w
-}
-
-// startNode starts the kubelet stand-in of the member's Node and its etcd Pod; they stop
-// when the test that started the cluster ends.
-func (w *workloadCluster) startNode(ctx context.Context, m *etcdcluster.Member) error {
-	k, err := kubelet.Start(ctx, kubelet.Options{
-		NodeName: m.NodeName(), Config: w.apiServer.Config,
-		Targets:           map[int32]string{kubelet.EtcdPort: m.ClientAddress()},
-		HeartbeatInterval: 2 * time.Second, PodSyncInterval: time.Second,
-	})
-	if err != nil {
-		return err
-	}
-	w.t.Cleanup(func() { _ = k.Stop() })
-	if _, err := kubelet.CreateEtcdPod(ctx, w.apiServer.Client, m.NodeName()); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	w.kubelets[m.NodeName()] = k
-	w.mu.Unlock()
-	return nil
 }
 
 // register creates the Cluster with its Secrets and waits until the ClusterCache connected.
@@ -123,11 +95,7 @@ func (w *workloadCluster) backend(t testing.TB, mutate ...func(*Config)) *Backen
 	return b
 }
 
-func (w *workloadCluster) kubelet(node string) *kubelet.Kubelet {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.kubelets[node]
-}
+func (w *workloadCluster) kubelet(node string) *kubelet.Kubelet { return w.Kubelet(node) }
 
 // harness runs the conformance suite on the kubeadm backend.
 type harness struct{}
@@ -190,7 +158,7 @@ func (f *faults) AddLearner(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	return f.w.startNode(ctx, m)
+	return f.w.AddNode(ctx, m)
 }
 
 func (f *faults) AddNeverStarted(ctx context.Context) (uint64, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env"
@@ -31,19 +32,20 @@ type KubeadmOptions struct {
 type Kubeadm struct {
 	APIServer *env.APIServer
 	Etcd      *etcdcluster.Cluster
-	// Kubelets holds the stand-in of each Node, by Node name.
-	Kubelets map[string]*kubelet.Kubelet
-	// Nodes are the control-plane Node names, in member order.
+	// Nodes are the control-plane Node names the cluster started with, in member order.
 	Nodes []string
 
+	heartbeat     time.Duration
 	ownsAPIServer bool
+	mu            sync.Mutex
+	kubelets      map[string]*kubelet.Kubelet
 }
 
 // StartKubeadm starts a kubeadm-flavoured workload cluster. On error everything started so far
 // is stopped.
 func StartKubeadm(ctx context.Context, opts KubeadmOptions) (_ *Kubeadm, err error) {
 	opts = opts.withDefaults()
-	k := &Kubeadm{APIServer: opts.APIServer, Kubelets: map[string]*kubelet.Kubelet{}}
+	k := &Kubeadm{APIServer: opts.APIServer, kubelets: map[string]*kubelet.Kubelet{}, heartbeat: opts.Heartbeat}
 	defer func() {
 		if err != nil {
 			_ = k.Close()
@@ -59,9 +61,10 @@ func StartKubeadm(ctx context.Context, opts KubeadmOptions) (_ *Kubeadm, err err
 		return nil, fmt.Errorf("failed to start the etcd cluster: %w", err)
 	}
 	for _, m := range k.Etcd.Members() {
-		if err := k.startNode(ctx, m, opts.Heartbeat); err != nil {
+		if err := k.AddNode(ctx, m); err != nil {
 			return nil, err
 		}
+		k.Nodes = append(k.Nodes, m.NodeName())
 	}
 	return k, nil
 }
@@ -79,29 +82,40 @@ func (o KubeadmOptions) withDefaults() KubeadmOptions {
 	return o
 }
 
-// startNode starts the Node's kubelet stand-in, forwarding 2379 to the member, and creates the
-// member's static Pod kube-system/etcd-<node>.
-func (k *Kubeadm) startNode(ctx context.Context, m *etcdcluster.Member, heartbeat time.Duration) error {
+// AddNode starts the member's Node: a kubelet stand-in forwarding 2379 to the member, and the
+// member's static Pod kube-system/etcd-<node>. StartKubeadm calls it for every initial member;
+// call it for a member that joins later (etcdcluster.AddLearner).
+func (k *Kubeadm) AddNode(ctx context.Context, m *etcdcluster.Member) error {
 	kl, err := kubelet.Start(ctx, kubelet.Options{
 		NodeName: m.NodeName(), Config: k.APIServer.Config,
 		Targets:           map[int32]string{kubelet.EtcdPort: m.ClientAddress()},
-		HeartbeatInterval: heartbeat, PodSyncInterval: time.Second,
+		HeartbeatInterval: k.heartbeat, PodSyncInterval: time.Second,
 	})
 	if err != nil {
 		return fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", m.NodeName(), err)
 	}
-	k.Kubelets[m.NodeName()] = kl
-	k.Nodes = append(k.Nodes, m.NodeName())
+	k.mu.Lock()
+	k.kubelets[m.NodeName()] = kl
+	k.mu.Unlock()
 	if _, err := kubelet.CreateEtcdPod(ctx, k.APIServer.Client, m.NodeName()); err != nil {
 		return fmt.Errorf("failed to create the etcd Pod of Node %s: %w", m.NodeName(), err)
 	}
 	return nil
 }
 
+// Kubelet returns the stand-in of the named Node, or nil.
+func (k *Kubeadm) Kubelet(node string) *kubelet.Kubelet {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.kubelets[node]
+}
+
 // Close stops the kubelet stand-ins, etcd, and the apiserver when the cluster started it.
 func (k *Kubeadm) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	var errs []error
-	for _, kl := range k.Kubelets {
+	for _, kl := range k.kubelets {
 		errs = append(errs, kl.Stop())
 	}
 	if k.Etcd != nil {
