@@ -70,7 +70,7 @@ func readListening(path string, ports map[string]int) error {
 	if err != nil {
 		return fmt.Errorf("failed to open %s: %w", path, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	sc.Scan() // Header.
 	for sc.Scan() {

@@ -134,7 +134,7 @@ func (o *etcdOps) moveLeader(ctx context.Context, leader member, transferee uint
 	if err != nil {
 		return fmt.Errorf("failed to create etcd client for leader %s: %w", leader.Name, err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	if _, err := cli.MoveLeader(ctx, transferee); err != nil {
 		return fmt.Errorf("failed to move etcd leadership from %s to %x: %w", leader.Name, transferee, err)
 	}

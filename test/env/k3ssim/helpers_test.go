@@ -125,7 +125,7 @@ func (c *k3sCluster) annotate(ctx context.Context, g Gomega, node, key, value st
 func (c *k3sCluster) members(ctx context.Context, g Gomega) map[string]member {
 	cli, err := c.etcd.NewClient(ctx)
 	g.Expect(err).ToNot(HaveOccurred())
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	resp, err := cli.MemberList(ctx)
 	g.Expect(err).ToNot(HaveOccurred())
 	out := map[string]member{}
@@ -139,7 +139,7 @@ func (c *k3sCluster) members(ctx context.Context, g Gomega) map[string]member {
 func (c *k3sCluster) leaderNode(ctx context.Context, g Gomega) string {
 	cli, err := c.etcd.NewClient(ctx)
 	g.Expect(err).ToNot(HaveOccurred())
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	var leader uint64
 	for _, ep := range cli.Endpoints() {
 		if resp, err := cli.Status(ctx, ep); err == nil && resp.Leader != 0 {

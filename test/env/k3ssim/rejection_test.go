@@ -25,7 +25,7 @@ func TestSimulator_rejectionNotEnoughStartedMembers(t *testing.T) {
 			// interval (5 s), so this is retried.
 			cli, err := c.etcd.NewClient(ctx)
 			g.Expect(err).ToNot(HaveOccurred())
-			defer cli.Close()
+			defer func() { _ = cli.Close() }()
 			g.Eventually(func() error {
 				_, err := cli.MemberAdd(ctx, []string{"https://127.0.0.99:1"})
 				return err
