@@ -50,15 +50,11 @@ var profiles = []string{
 // mostly wait (apiserver start, etcd's 5 s strict reconfiguration window, K3s ticks), not on
 // the CPU, so GOMAXPROCS (the default) would leave the machine idle; each test runs its own
 // kube-apiserver and etcd, so not more.
-const defaultParallel = "4"
+const defaultParallel = 4
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	parallelGiven := false
-	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
-	if !parallelGiven {
-		_ = flag.Set("test.parallel", defaultParallel)
-	}
+	env.DefaultTestParallel(defaultParallel)
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(m.Run())
 }

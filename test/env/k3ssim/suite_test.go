@@ -24,15 +24,11 @@ var workload *env.APIServer
 // mostly wait, on etcd rather than on the CPU: etcd refuses a member removal until the
 // remaining peers have been connected for 5 s (its HealthInterval), so GOMAXPROCS (the
 // default) would leave the machine idle.
-const defaultParallel = "8"
+const defaultParallel = 8
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	parallelGiven := false
-	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
-	if !parallelGiven {
-		_ = flag.Set("test.parallel", defaultParallel)
-	}
+	env.DefaultTestParallel(defaultParallel)
 	// The member controller's manager logs through the simulator's logger; silence the
 	// controller-runtime global so it does not complain that it was never set.
 	ctrl.SetLogger(logr.Discard())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,15 +38,8 @@ type K3sOptions struct {
 
 // K3s is a running K3s-flavoured workload cluster.
 type K3s struct {
-	APIServer *env.APIServer
-	Etcd      *etcdcluster.Cluster
+	parts
 	Simulator *k3ssim.Simulator
-	// Kubelets holds the stand-in of each Node, by Node name.
-	Kubelets map[string]*kubelet.Kubelet
-	// Nodes are the server Node names, in member order.
-	Nodes []string
-
-	ownsAPIServer bool
 }
 
 // StartK3s starts a K3s-flavoured workload cluster and waits until the simulator has
@@ -55,17 +47,14 @@ type K3s struct {
 // started so far is stopped.
 func StartK3s(ctx context.Context, opts K3sOptions) (_ *K3s, err error) {
 	opts = opts.withDefaults()
-	k := &K3s{APIServer: opts.APIServer, Kubelets: map[string]*kubelet.Kubelet{}}
+	k := &K3s{}
 	defer func() {
 		if err != nil {
 			_ = k.Close()
 		}
 	}()
-	if k.APIServer == nil {
-		if k.APIServer, err = env.StartAPIServer(env.APIServerOptions{}); err != nil {
-			return nil, err
-		}
-		k.ownsAPIServer = true
+	if err := k.useAPIServer(opts.APIServer); err != nil {
+		return nil, err
 	}
 	specs, err := k3sMembers(opts)
 	if err != nil {
@@ -130,7 +119,7 @@ func (k *K3s) startKubelets(ctx context.Context, specs []etcdcluster.MemberSpec,
 		if err != nil {
 			return nil, fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", s.NodeName, err)
 		}
-		k.Kubelets[s.NodeName] = kl
+		k.addKubelet(kl)
 		k.Nodes = append(k.Nodes, s.NodeName)
 		standIns.Add(kl)
 	}
@@ -189,15 +178,5 @@ func (k *K3s) Close() error {
 	if k.Simulator != nil {
 		k.Simulator.Stop()
 	}
-	var errs []error
-	for _, kl := range k.Kubelets {
-		errs = append(errs, kl.Stop())
-	}
-	if k.Etcd != nil {
-		errs = append(errs, k.Etcd.Close())
-	}
-	if k.ownsAPIServer && k.APIServer != nil {
-		errs = append(errs, k.APIServer.Stop())
-	}
-	return errors.Join(errs...)
+	return k.close()
 }

@@ -2,9 +2,7 @@ package workload
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env"
@@ -30,32 +28,22 @@ type KubeadmOptions struct {
 
 // Kubeadm is a running kubeadm-flavoured workload cluster.
 type Kubeadm struct {
-	APIServer *env.APIServer
-	Etcd      *etcdcluster.Cluster
-	// Nodes are the control-plane Node names the cluster started with, in member order.
-	Nodes []string
-
-	heartbeat     time.Duration
-	ownsAPIServer bool
-	mu            sync.Mutex
-	kubelets      map[string]*kubelet.Kubelet
+	parts
+	heartbeat time.Duration
 }
 
 // StartKubeadm starts a kubeadm-flavoured workload cluster. On error everything started so far
 // is stopped.
 func StartKubeadm(ctx context.Context, opts KubeadmOptions) (_ *Kubeadm, err error) {
 	opts = opts.withDefaults()
-	k := &Kubeadm{APIServer: opts.APIServer, kubelets: map[string]*kubelet.Kubelet{}, heartbeat: opts.Heartbeat}
+	k := &Kubeadm{heartbeat: opts.Heartbeat}
 	defer func() {
 		if err != nil {
 			_ = k.Close()
 		}
 	}()
-	if k.APIServer == nil {
-		if k.APIServer, err = env.StartAPIServer(env.APIServerOptions{}); err != nil {
-			return nil, err
-		}
-		k.ownsAPIServer = true
+	if err := k.useAPIServer(opts.APIServer); err != nil {
+		return nil, err
 	}
 	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes(opts.NodePrefix, opts.Members)}); err != nil {
 		return nil, fmt.Errorf("failed to start the etcd cluster: %w", err)
@@ -94,35 +82,12 @@ func (k *Kubeadm) AddNode(ctx context.Context, m *etcdcluster.Member) error {
 	if err != nil {
 		return fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", m.NodeName(), err)
 	}
-	k.mu.Lock()
-	k.kubelets[m.NodeName()] = kl
-	k.mu.Unlock()
+	k.addKubelet(kl)
 	if _, err := kubelet.CreateEtcdPod(ctx, k.APIServer.Client, m.NodeName()); err != nil {
 		return fmt.Errorf("failed to create the etcd Pod of Node %s: %w", m.NodeName(), err)
 	}
 	return nil
 }
 
-// Kubelet returns the stand-in of the named Node, or nil.
-func (k *Kubeadm) Kubelet(node string) *kubelet.Kubelet {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.kubelets[node]
-}
-
 // Close stops the kubelet stand-ins, etcd, and the apiserver when the cluster started it.
-func (k *Kubeadm) Close() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var errs []error
-	for _, kl := range k.kubelets {
-		errs = append(errs, kl.Stop())
-	}
-	if k.Etcd != nil {
-		errs = append(errs, k.Etcd.Close())
-	}
-	if k.ownsAPIServer && k.APIServer != nil {
-		errs = append(errs, k.APIServer.Stop())
-	}
-	return errors.Join(errs...)
-}
+func (k *Kubeadm) Close() error { return k.close() }
