@@ -5,6 +5,11 @@ import "context"
 // Cluster is the etcd of one workload cluster, as a control-plane provider sees it. Backends
 // implement it; controllers and providers consume it.
 //
+// Mutating calls name members as a Snapshot gave them, never by a Node name: a reused hostname
+// can leave two members with one name (the old one never removed), and a member that never
+// started has no name at all. Backends re-check that identity live right before they act, so a
+// stale Member never moves or removes another member that took its place.
+//
 // Every method honours the context deadline and returns errors that wrap ErrUnreachable,
 // ErrRefused or ErrInvalidInput, so callers can tell which one happened.
 type Cluster interface {
@@ -12,29 +17,40 @@ type Cluster interface {
 	// the result (as evidence), not an error; an error means nothing could be observed.
 	Observe(ctx context.Context) (*Snapshot, error)
 
-	// MoveLeader moves leadership off the member on fromNode to the member on toNode. It is a
-	// no-op, reporting LeaderNotOnNode, when the member on fromNode is not the leader.
-	MoveLeader(ctx context.Context, fromNode, toNode string) (LeaderMove, error)
+	// MoveLeader moves leadership off member from to member to, both as a Snapshot gave them.
+	// It is a no-op, reporting LeaderNotOnNode, when from does not lead (any more).
+	MoveLeader(ctx context.Context, from, to Member) (LeaderMove, error)
 
-	// RemoveMember removes the member hosted on nodeName. It is idempotent and re-entrant: call
-	// it again on every reconcile until it reports RemovalRemoved or RemovalRejected. A member
-	// that is already gone is RemovalRemoved, never an error.
+	// RemoveMember removes member m, as a Snapshot gave it. It is idempotent and re-entrant:
+	// call it again on every reconcile until it reports RemovalRemoved or RemovalRejected. A
+	// member that is confirmed gone is RemovalRemoved, never an error; an answer that does not
+	// prove the outcome either way (a leader change during the call, a claim the backend cannot
+	// confirm) is RemovalInProgress.
 	//
-	// It is the caller's responsibility to check with ProjectRemoval that the removal keeps
+	// It is the caller's responsibility to check with CanRemoveMember that the removal keeps
 	// quorum, right before calling; backends refuse only the last member.
-	RemoveMember(ctx context.Context, nodeName string) (Removal, error)
+	RemoveMember(ctx context.Context, m Member) (Removal, error)
+}
+
+// RemovalWithdrawer is implemented by backends whose removal request outlives the call that made
+// it. K3s keeps `etcd.k3s.cattle.io/remove=true` as a standing order while the cluster is
+// unhealthy and executes it whenever the cluster recovers, even after the caller gave up.
+type RemovalWithdrawer interface {
+	// WithdrawRemoval withdraws a removal of m that was requested and has not happened. It is a
+	// no-op when there is nothing to withdraw; it cannot undo a removal that already happened.
+	WithdrawRemoval(ctx context.Context, m Member) error
 }
 
 // RemovalState is where a member removal stands.
 type RemovalState string
 
 const (
-	// RemovalRemoved means the member is not in the cluster any more.
+	// RemovalRemoved means the member is confirmed not to be in the cluster any more.
 	RemovalRemoved RemovalState = "Removed"
 	// RemovalInProgress means the removal was requested and is not confirmed yet; call again.
 	RemovalInProgress RemovalState = "InProgress"
-	// RemovalRejected means etcd (or K3s) refused the removal; Reason says why. The backend will
-	// not retry on its own.
+	// RemovalRejected means etcd (or K3s) refused the removal for good; Reason says why. The
+	// backend will not retry on its own.
 	RemovalRejected RemovalState = "Rejected"
 )
 
@@ -42,7 +58,7 @@ const (
 type Removal struct {
 	// State is where the removal stands.
 	State RemovalState
-	// Member is the member the removal is about, when known.
+	// Member is the member the removal is about.
 	Member Member
 	// Reason explains the state for conditions and logs: why it was rejected, or what it waits on.
 	Reason string
@@ -54,7 +70,8 @@ type LeaderMoveOutcome string
 const (
 	// LeaderMoved means leadership moved to the requested member.
 	LeaderMoved LeaderMoveOutcome = "Moved"
-	// LeaderNotOnNode means the member on fromNode was not the leader; nothing was done.
+	// LeaderNotOnNode means the member to move leadership from was not the leader; nothing was
+	// done.
 	LeaderNotOnNode LeaderMoveOutcome = "NotLeader"
 	// LeaderMoveByBackend means the backend cannot move leadership itself; Warning says what
 	// happens instead (K3s moves it during removal, or an election follows the removal).

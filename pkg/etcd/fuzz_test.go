@@ -30,7 +30,7 @@ func FuzzVerdicts(f *testing.F) {
 		}
 		for _, m := range machines {
 			_ = CanRemediate(s, testNow, m)
-			_ = LeaderCandidates(v.Members, machines, m.NodeName)
+			_ = LeaderCandidates(v.Members, machines, Member{NodeName: m.NodeName})
 		}
 	})
 }
@@ -73,9 +73,12 @@ func checkRemoval(t *testing.T, s *Snapshot, ms []MemberHealth, target MemberHea
 	if verdict.Allowed != bruteForceRemovalSafe(ms, indexOf(ms, target.Member.ID)) {
 		t.Fatalf("ProjectRemoval disagrees with brute force for %s", describe(ms))
 	}
+	if byMember := CanRemoveMember(s, testNow, target.Member); byMember.Allowed != verdict.Allowed {
+		t.Fatalf("CanRemoveMember and ProjectRemoval disagree for %s", target.Member)
+	}
 	if target.Member.NodeName != "" {
-		if byNode := CanRemoveMember(s, testNow, target.Member.NodeName); byNode.Allowed && !verdict.Allowed {
-			t.Fatalf("CanRemoveMember allows what ProjectRemoval refuses for %s", target.Member)
+		if byNode := CanRemoveNode(s, testNow, target.Member.NodeName); byNode.Allowed && !verdict.Allowed {
+			t.Fatalf("CanRemoveNode allows what ProjectRemoval refuses for %s", target.Member)
 		}
 	}
 }

@@ -5,29 +5,29 @@ import (
 	"slices"
 )
 
-// LeaderCandidates orders the Nodes whose members may take leadership from the member on
-// leavingNode, best first: a healthy member first, then a Machine whose health checks pass, then
+// LeaderCandidates orders the members that may take leadership from the leaving member, best
+// first: a healthy member first, then a Machine whose health checks pass, then
 // an up-to-date Machine, then the newest Machine (it will be the last to be rolled out). Learners,
 // never-started members, members of deleting Machines and the leaving member are not candidates:
 // etcd cannot move leadership to a learner, and moving it to a Machine on its way out only
 // causes another move. A caller tries them in order until one succeeds.
-func LeaderCandidates(members []MemberHealth, machines []Machine, leavingNode string) []string {
+func LeaderCandidates(members []MemberHealth, machines []Machine, leaving Member) []Member {
 	type candidate struct {
-		node    string
+		member  Member
 		healthy bool
 		machine Machine
 	}
 	var cs []candidate
 	for _, mh := range members {
 		m := mh.Member
-		if m.IsLearner || !m.Started() || m.NodeName == "" || m.NodeName == leavingNode {
+		if m.IsLearner || !m.Started() || m.NodeName == "" || m.ID == leaving.ID || m.NodeName == leaving.NodeName {
 			continue
 		}
 		machine, ok := machineOnNode(machines, m.NodeName)
 		if !ok || machine.Deleting {
 			continue
 		}
-		cs = append(cs, candidate{node: m.NodeName, healthy: mh.Health == Healthy, machine: machine})
+		cs = append(cs, candidate{member: m, healthy: mh.Health == Healthy, machine: machine})
 	}
 	slices.SortFunc(cs, func(a, b candidate) int {
 		return cmp.Or(
@@ -35,14 +35,15 @@ func LeaderCandidates(members []MemberHealth, machines []Machine, leavingNode st
 			preferTrue(a.machine.HealthCheckSucceeded, b.machine.HealthCheckSucceeded),
 			preferTrue(a.machine.UpToDate, b.machine.UpToDate),
 			b.machine.Created.Compare(a.machine.Created),
-			cmp.Compare(a.node, b.node),
+			cmp.Compare(a.member.NodeName, b.member.NodeName),
+			cmp.Compare(a.member.ID, b.member.ID),
 		)
 	})
-	nodes := make([]string, 0, len(cs))
+	out := make([]Member, 0, len(cs))
 	for _, c := range cs {
-		nodes = append(nodes, c.node)
+		out = append(out, c.member)
 	}
-	return nodes
+	return out
 }
 
 func preferTrue(a, b bool) int {

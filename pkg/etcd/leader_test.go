@@ -74,7 +74,22 @@ func TestLeaderCandidates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(LeaderCandidates(tt.members, tt.machines, tt.leaving)).To(Equal(tt.want))
+			leaving, ok := findOnNode(tt.members, tt.leaving)
+			g.Expect(ok).To(BeTrue(), "the leaving member is one of the members")
+			nodes := []string{}
+			for _, m := range LeaderCandidates(tt.members, tt.machines, leaving) {
+				nodes = append(nodes, m.NodeName)
+			}
+			g.Expect(nodes).To(Equal(tt.want))
 		})
 	}
+}
+
+func findOnNode(members []MemberHealth, node string) (Member, bool) {
+	for _, mh := range members {
+		if mh.Member.NodeName == node {
+			return mh.Member, true
+		}
+	}
+	return Member{}, false
 }

@@ -97,7 +97,7 @@ func TestProjectRemoval(t *testing.T) {
 	}
 }
 
-func TestCanRemoveMember(t *testing.T) {
+func TestCanRemoveNode(t *testing.T) {
 	tests := []struct {
 		name     string
 		snapshot *Snapshot
@@ -127,7 +127,7 @@ func TestCanRemoveMember(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := CanRemoveMember(tt.snapshot, testNow, tt.node)
+			got := CanRemoveNode(tt.snapshot, testNow, tt.node)
 			g.Expect(got.Allowed).To(Equal(tt.allowed), got.Message)
 			g.Expect(got.Reason).To(Equal(tt.reason))
 			g.Expect(got.Message).NotTo(BeEmpty())

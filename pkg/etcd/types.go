@@ -124,14 +124,26 @@ type Snapshot struct {
 // otherwise. It is a few reconcile periods: older evidence says more about the past than now.
 const DefaultEvidenceTTL = 2 * time.Minute
 
-// MemberByNode returns the member hosted on the named Node.
+// MemberByNode returns the one member hosted on the named Node. It reports false when no member
+// or more than one is (a reused hostname whose old member was never removed): callers that act
+// on members use MembersOnNode and name each member by its ID.
 func (s *Snapshot) MemberByNode(nodeName string) (Member, bool) {
+	on := s.MembersOnNode(nodeName)
+	if len(on) != 1 {
+		return Member{}, false
+	}
+	return on[0], true
+}
+
+// MembersOnNode returns every member hosted on the named Node, in the snapshot's order.
+func (s *Snapshot) MembersOnNode(nodeName string) []Member {
+	var out []Member
 	for _, m := range s.Members {
 		if nodeName != "" && m.NodeName == nodeName {
-			return m, true
+			out = append(out, m)
 		}
 	}
-	return Member{}, false
+	return out
 }
 
 // MemberByID returns the member with the given ID.

@@ -15,7 +15,8 @@ import (
 //
 // The move counts as done by K3s only when every etcd Node runs such a version, because the
 // member controller that removes the member runs on whichever server holds K3s's lease.
-func (b *Backend) MoveLeader(ctx context.Context, fromNode, toNode string) (etcd.LeaderMove, error) {
+func (b *Backend) MoveLeader(ctx context.Context, fromMember, toMember etcd.Member) (etcd.LeaderMove, error) {
+	fromNode, toNode := fromMember.NodeName, toMember.NodeName
 	nodes, err := b.etcdNodes(ctx, b.cfg.Client)
 	if err != nil {
 		return etcd.LeaderMove{}, err

@@ -21,7 +21,7 @@ import (
 // before it reports InProgress and leaves the next attempt to the next call.
 const maxConflicts = 3
 
-// RemoveMember asks K3s to remove the member hosted on nodeName, or reports how an earlier
+// RemoveMember asks K3s to remove member m (hosted on m.NodeName), or reports how an earlier
 // request went; call it until it reports Removed or Rejected. It records the member name and
 // sets remove=true in one patch that fails if the Node changed since it was read, and it never
 // sets remove again on a Node that carries the record: a rejected removal stays rejected, and a
@@ -30,7 +30,11 @@ const maxConflicts = 3
 // It fails with ErrInvalidInput for a Node that is not an etcd Node or has no member name
 // annotation, and reports Rejected, without asking K3s, for the Node of the last member.
 // Checking that the removal keeps quorum is the caller's duty.
-func (b *Backend) RemoveMember(ctx context.Context, nodeName string) (etcd.Removal, error) {
+func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
+	nodeName := m.NodeName
+	if nodeName == "" {
+		return etcd.Removal{}, fmt.Errorf("%w: etcd member %s is hosted on no Node; K3s removes members only through their Node", etcd.ErrInvalidInput, m)
+	}
 	log := ctrl.LoggerFrom(ctx).WithValues("Node", klog.KRef("", nodeName))
 	step, cached, err := b.currentStep(ctx, b.cfg.Reader, nodeName)
 	if err == nil && cached == nil {

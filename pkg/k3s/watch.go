@@ -116,11 +116,12 @@ func (w *nodeWatcher) Watch(c ctrlcache.Cache) error {
 	return w.b.AttachInformer(informer)
 }
 
-// WaitForRemoval requests the removal of the member on nodeName, as RemoveMember does, and
+// WaitForRemoval requests the removal of member m, as RemoveMember does, and
 // returns once it is Removed or Rejected, re-checking on every event about the Node (and, as a
 // safety net, every Config.Resync). When ctx ends first it returns the last InProgress result
 // with ctx's error. It needs a Node watch (Start, AttachInformer or Watcher).
-func (b *Backend) WaitForRemoval(ctx context.Context, nodeName string) (etcd.Removal, error) {
+func (b *Backend) WaitForRemoval(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
+	nodeName := m.NodeName
 	if !b.notes.watching() {
 		return etcd.Removal{}, fmt.Errorf("%w: %w", etcd.ErrInvalidInput, errNoWatch)
 	}
@@ -129,7 +130,7 @@ func (b *Backend) WaitForRemoval(ctx context.Context, nodeName string) (etcd.Rem
 	resync := time.NewTicker(b.cfg.Resync)
 	defer resync.Stop()
 	for {
-		r, err := b.RemoveMember(ctx, nodeName)
+		r, err := b.RemoveMember(ctx, m)
 		if err != nil || r.State != etcd.RemovalInProgress {
 			return r, err
 		}

@@ -10,24 +10,26 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// MoveLeader moves leadership off the member on fromNode to the member on toNode, through the
-// leader's own connection (etcd accepts MoveLeader only from the leader). It is a no-op,
-// LeaderNotOnNode, when the member on fromNode does not lead or there is none. Callers try the
-// Nodes etcd.LeaderCandidates gives, in order, until one succeeds.
-func (b *Backend) MoveLeader(ctx context.Context, fromNode, toNode string) (etcd.LeaderMove, error) {
-	log := b.logger(ctx).WithValues("node", fromNode, "toNode", toNode)
+// MoveLeader moves leadership off member from to member to, through the leader's own
+// connection (etcd accepts MoveLeader only from the leader). It is a no-op, LeaderNotOnNode,
+// when from does not lead or there is no leader. Callers try the members
+// etcd.LeaderCandidates gives, in order, until one succeeds.
+func (b *Backend) MoveLeader(ctx context.Context, fromMember, toMember etcd.Member) (etcd.LeaderMove, error) {
+	log := b.logger(ctx).WithValues("member", fromMember.String(), "toMember", toMember.String())
 	o, err := b.observe(ctx)
 	if err != nil {
 		return etcd.LeaderMove{}, err
 	}
-	from, ok := o.snap.MemberByNode(fromNode)
+	from, ok := o.snap.MemberByID(fromMember.ID)
 	if !ok || from.ID != o.snap.LeaderID {
 		return etcd.LeaderMove{Outcome: etcd.LeaderNotOnNode}, nil
 	}
-	to, err := transferee(o.snap, toNode)
+	fromNode := from.NodeName
+	to, err := transferee(o.snap, toMember.ID)
 	if err != nil {
 		return etcd.LeaderMove{}, err
 	}
+	toNode := to.NodeName
 	if a, ok := o.answers[toNode]; !ok || !a.answered() {
 		// etcd would wait for the transfer until the call timeout; a member that does not
 		// answer cannot take over anyway.
@@ -51,38 +53,40 @@ func (b *Backend) MoveLeader(ctx context.Context, fromNode, toNode string) (etcd
 	return etcd.LeaderMove{Outcome: etcd.LeaderMoved}, nil
 }
 
-// MoveLeaderToCandidates moves leadership off the member on fromNode to the first of
-// candidates that takes it, in order (pass etcd.LeaderCandidates). It returns the Node that
-// leads now; it is a no-op, LeaderNotOnNode with no Node, when the member on fromNode does not
-// lead. When no candidate takes it, the error joins every candidate's error.
-func (b *Backend) MoveLeaderToCandidates(ctx context.Context, fromNode string, candidates []string) (string, etcd.LeaderMove, error) {
+// MoveLeaderToCandidates moves leadership off member from to the first of candidates that
+// takes it, in order (pass etcd.LeaderCandidates). It returns the member that leads now; it is
+// a no-op, LeaderNotOnNode with no member, when from does not lead. When no candidate takes it,
+// the error joins every candidate's error.
+func (b *Backend) MoveLeaderToCandidates(ctx context.Context, from etcd.Member, candidates []etcd.Member) (etcd.Member, etcd.LeaderMove, error) {
 	if len(candidates) == 0 {
-		return "", etcd.LeaderMove{}, fmt.Errorf("%w: no candidate to move etcd leadership off Node %s to", etcd.ErrInvalidInput, fromNode)
+		return etcd.Member{}, etcd.LeaderMove{}, fmt.Errorf("%w: no candidate to move etcd leadership off member %s to", etcd.ErrInvalidInput, from)
 	}
 	var errs []error
 	for _, to := range candidates {
-		mv, err := b.MoveLeader(ctx, fromNode, to)
+		mv, err := b.MoveLeader(ctx, from, to)
 		switch {
 		case err != nil:
-			b.logger(ctx).V(2).Info("Candidate did not take etcd leadership, trying the next", "node", fromNode, "toNode", to, "err", err.Error())
+			b.logger(ctx).V(2).Info("Candidate did not take etcd leadership, trying the next", "member", from.String(), "toMember", to.String(), "err", err.Error())
 			errs = append(errs, err)
 		case mv.Outcome == etcd.LeaderNotOnNode:
-			return "", mv, nil
+			return etcd.Member{}, mv, nil
 		default:
 			return to, mv, nil
 		}
 	}
-	return "", etcd.LeaderMove{}, fmt.Errorf("failed to move etcd leadership off Node %s to any of %v: %w", fromNode, candidates, errors.Join(errs...))
+	return etcd.Member{}, etcd.LeaderMove{}, fmt.Errorf("failed to move etcd leadership off member %s to any of %v: %w", from, candidates, errors.Join(errs...))
 }
 
-// transferee is the member on toNode, if it can take leadership.
-func transferee(s *etcd.Snapshot, toNode string) (etcd.Member, error) {
-	to, ok := s.MemberByNode(toNode)
+// transferee is the member with the given ID, if it can take leadership.
+func transferee(s *etcd.Snapshot, id uint64) (etcd.Member, error) {
+	to, ok := s.MemberByID(id)
 	switch {
 	case !ok:
-		return to, fmt.Errorf("%w: no etcd member is hosted on Node %s", etcd.ErrInvalidInput, toNode)
+		return to, fmt.Errorf("%w: etcd member %x is not in the cluster", etcd.ErrInvalidInput, id)
 	case to.IsLearner:
-		return to, fmt.Errorf("%w: etcd member %s on Node %s is a learner and cannot lead", etcd.ErrInvalidInput, to, toNode)
+		return to, fmt.Errorf("%w: etcd member %s is a learner and cannot lead", etcd.ErrInvalidInput, to)
+	case to.NodeName == "":
+		return to, fmt.Errorf("%w: etcd member %s is hosted on no Node, so it cannot be reached to take leadership", etcd.ErrInvalidInput, to)
 	}
 	return to, nil
 }

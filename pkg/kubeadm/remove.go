@@ -13,8 +13,8 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// RemoveMember removes the member hosted on nodeName. It is idempotent: a Node that hosts no
-// member reports Removed. It refuses the last voting member (Rejected, LastMember) and sends
+// RemoveMember removes member m by its ID. It is idempotent: a member that is not in the
+// cluster reports Removed. It refuses the last voting member (Rejected, LastMember) and sends
 // the removal through another member whenever one answers, never through the member being
 // removed unless it is the only one reachable.
 //
@@ -25,16 +25,17 @@ import (
 //
 // It is the caller's responsibility to check with etcd.CanRemoveMember that the removal keeps
 // quorum, right before calling.
-func (b *Backend) RemoveMember(ctx context.Context, nodeName string) (etcd.Removal, error) {
-	log := b.logger(ctx).WithValues("node", nodeName)
+func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
+	log := b.logger(ctx).WithValues("member", m.String())
 	o, err := b.observe(ctx)
 	if err != nil {
 		return etcd.Removal{}, err
 	}
-	target, ok := o.snap.MemberByNode(nodeName)
+	target, ok := o.snap.MemberByID(m.ID)
 	if !ok {
-		return etcd.Removal{State: etcd.RemovalRemoved, Reason: fmt.Sprintf("no etcd member is hosted on Node %s", nodeName)}, nil
+		return etcd.Removal{State: etcd.RemovalRemoved, Member: m, Reason: fmt.Sprintf("etcd member %s is not in the cluster", m)}, nil
 	}
+	nodeName := target.NodeName
 	if isLastVoter(o.snap.Members, target) {
 		return etcd.Removal{State: etcd.RemovalRejected, Member: target,
 			Reason: fmt.Sprintf("%s: etcd member %s is the last voting member; removing it would destroy the cluster", v1alpha1.MemberRemovalLastMemberReason, target)}, nil

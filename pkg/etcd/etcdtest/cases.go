@@ -29,10 +29,11 @@ func testHealthy(t *testing.T, env *Env) {
 	}
 	if len(env.Nodes) == 1 {
 		node := env.Nodes[0]
-		v := etcd.CanRemoveMember(snap, time.Now(), node)
+		m := memberOn(g, snap, node)
+		v := etcd.CanRemoveMember(snap, time.Now(), m)
 		g.Expect(v.Allowed).To(BeFalse())
 		g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalLastMemberReason))
-		r, err := env.Cluster.RemoveMember(ctx, node)
+		r, err := env.Cluster.RemoveMember(ctx, m)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(r.State).To(Equal(etcd.RemovalRejected), "the backend refuses the last member itself: %s", r.Reason)
 		g.Expect(r.Reason).NotTo(BeEmpty())
@@ -43,7 +44,7 @@ func testHealthy(t *testing.T, env *Env) {
 		return
 	}
 	follower := others(env.Nodes, leaderNode(g, snap))[0]
-	mv, err := env.Cluster.MoveLeader(ctx, follower, others(env.Nodes, follower)[0])
+	mv, err := env.Cluster.MoveLeader(ctx, memberOn(g, snap, follower), memberOn(g, snap, others(env.Nodes, follower)[0]))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(mv.Outcome).To(Equal(etcd.LeaderNotOnNode))
 }
@@ -82,11 +83,11 @@ func testRemoveLosesQuorum(t *testing.T, env *Env) {
 	g.Expect(env.Faults.KillMember(ctx, down)).To(Succeed()) // a no-op after MemberKilled
 	g.Eventually(func(g Gomega) {
 		snap := observe(ctx, g, env.Cluster)
-		v := etcd.CanRemoveMember(snap, time.Now(), healthy)
+		v := etcd.CanRemoveMember(snap, time.Now(), memberOn(g, snap, healthy))
 		g.Expect(v.Allowed).To(BeFalse(), v.Message)
 		g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalWouldLoseQuorumReason), v.Message)
 		// The down member itself may go: 2 of 2 stay healthy.
-		g.Expect(etcd.CanRemoveMember(snap, time.Now(), down).Allowed).To(BeTrue())
+		g.Expect(etcd.CanRemoveMember(snap, time.Now(), memberOn(g, snap, down)).Allowed).To(BeTrue())
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
 	g.Expect(hasMember(ctx, g, env, healthy)).To(BeTrue())
 	g.Expect(hasMember(ctx, g, env, down)).To(BeTrue())
@@ -150,7 +151,7 @@ func testLearner(t *testing.T, env *Env) {
 		for _, n := range env.Nodes {
 			g.Expect(v.Machines[n].Status).To(Equal(metav1.ConditionTrue), "Machine %s: %s", n, v.Machines[n].Message)
 		}
-		r := etcd.CanRemoveMember(snap, time.Now(), env.Nodes[0])
+		r := etcd.CanRemoveMember(snap, time.Now(), memberOn(g, snap, env.Nodes[0]))
 		g.Expect(r.Message).To(ContainSubstring("learner"), "the projection counts the learner as a voter to be")
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
 }
@@ -194,13 +195,14 @@ func testRemoveLeader(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
 	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
-	leaving := leaderNode(g, snap)
+	leavingNode := leaderNode(g, snap)
+	leaving := memberOn(g, snap, leavingNode)
 	if v := etcd.CanRemoveMember(snap, time.Now(), leaving); !v.Allowed {
 		t.Fatalf("removing the leader of a healthy cluster must be allowed: %s", v.Message)
 	}
 	candidates := etcd.LeaderCandidates(etcd.AssessMembers(snap, time.Now()), machines(env.Nodes...), leaving)
 	g.Expect(candidates).To(HaveLen(len(env.Nodes) - 1))
-	var moved string
+	var moved etcd.Member
 	for _, c := range candidates {
 		mv, err := env.Cluster.MoveLeader(ctx, leaving, c)
 		if err != nil {
@@ -215,17 +217,17 @@ func testRemoveLeader(t *testing.T, env *Env) {
 		}
 		break
 	}
-	if moved != "" {
+	if moved.ID != 0 {
 		g.Eventually(func() (string, error) { return env.Faults.LeaderNode(ctx) }).
-			WithTimeout(eventually).WithPolling(pollInterval).Should(Equal(moved))
+			WithTimeout(eventually).WithPolling(pollInterval).Should(Equal(moved.NodeName))
 		mv, err := env.Cluster.MoveLeader(ctx, leaving, moved)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(mv.Outcome).To(Equal(etcd.LeaderNotOnNode), "the leaving member does not lead any more")
 	}
 	r := removeUntilDone(ctx, t, env.Cluster, leaving)
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
-	g.Expect(hasMember(ctx, g, env, leaving)).To(BeFalse())
-	remaining := others(env.Nodes, leaving)
+	g.Expect(hasMember(ctx, g, env, leavingNode)).To(BeFalse())
+	remaining := others(env.Nodes, leavingNode)
 	for _, n := range remaining {
 		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue())
 	}
@@ -239,11 +241,12 @@ func testRemoveRemoved(t *testing.T, env *Env) {
 	ctx := caseContext(t)
 	// After RemoveLeader, Nodes lists the remaining members; remove one, then remove it again.
 	gone := env.Nodes[len(env.Nodes)-1]
-	r := removeUntilDone(ctx, t, env.Cluster, gone)
+	member := memberOn(g, observe(ctx, g, env.Cluster), gone)
+	r := removeUntilDone(ctx, t, env.Cluster, member)
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
 	g.Expect(hasMember(ctx, g, env, gone)).To(BeFalse())
 	for range 2 {
-		r, err := env.Cluster.RemoveMember(ctx, gone)
+		r, err := env.Cluster.RemoveMember(ctx, member)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
 	}
@@ -257,7 +260,7 @@ func testRemoveRemoved(t *testing.T, env *Env) {
 func testWrongCA(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
-	eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
+	env.healthy = eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
 	g.Expect(env.Faults.BreakCA(ctx)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		snap, err := env.Cluster.Observe(ctx)
@@ -269,7 +272,7 @@ func testWrongCA(t *testing.T, env *Env) {
 			g.Expect(ev.Contact).NotTo(Equal(etcd.ContactAnswered), "a member answered through a wrong CA")
 		}
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
-	expectNoRemoval(t, env, env.Nodes[1])
+	expectNoRemoval(t, env, env.healthy, env.Nodes[1])
 }
 
 // testMissingCA: without the CA Secret the backend says which Secret is missing
@@ -285,7 +288,7 @@ func testMissingCA(t *testing.T, env *Env) {
 		g.Expect(err.Error()).To(ContainSubstring("Secret"))
 		g.Expect(etcd.ConditionReasonFor(err)).To(Equal(v1alpha1.EtcdClusterInspectionFailedReason))
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
-	expectNoRemoval(t, env, env.Nodes[1])
+	expectNoRemoval(t, env, env.healthy, env.Nodes[1])
 }
 
 // testAPIServerDown: with the workload apiserver gone, Observe fails with ErrUnreachable
@@ -293,7 +296,7 @@ func testMissingCA(t *testing.T, env *Env) {
 func testAPIServerDown(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
-	eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
+	healthy := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
 	g.Expect(env.Faults.StopAPIServer(ctx)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		_, err := env.Cluster.Observe(ctx)
@@ -305,19 +308,19 @@ func testAPIServerDown(t *testing.T, env *Env) {
 		g.Expect(v.Cluster.Reason).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
 	}).WithContext(ctx).WithTimeout(2*eventually).WithPolling(pollInterval).Should(Succeed(),
 		"a stopping apiserver may keep serving open port-forwards while it drains")
-	r, err := env.Cluster.RemoveMember(ctx, env.Nodes[1])
+	r, err := env.Cluster.RemoveMember(ctx, memberOn(g, healthy, env.Nodes[1]))
 	g.Expect(err).To(HaveOccurred(), "RemoveMember reported %s: %s", r.State, r.Reason)
 	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "want ErrUnreachable, got %v", err)
 	g.Expect(hasMember(ctx, g, env, env.Nodes[1])).To(BeTrue())
 }
 
-// expectNoRemoval asserts that RemoveMember does not report the member removed and that etcd
-// still has it.
-func expectNoRemoval(t *testing.T, env *Env, node string) {
+// expectNoRemoval asserts that RemoveMember of the member on node (as the healthy snapshot gave
+// it) does not report the member removed and that etcd still has it.
+func expectNoRemoval(t *testing.T, env *Env, healthy *etcd.Snapshot, node string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := caseContext(t)
-	r, err := env.Cluster.RemoveMember(ctx, node)
+	r, err := env.Cluster.RemoveMember(ctx, memberOn(g, healthy, node))
 	if err == nil {
 		g.Expect(r.State).NotTo(Equal(etcd.RemovalRemoved), "RemoveMember claims success: %s", r.Reason)
 	}

@@ -39,6 +39,10 @@ type Env struct {
 	Nodes []string
 	// Faults breaks the cluster and tells the ground truth, bypassing the backend.
 	Faults Faults
+
+	// healthy is the last healthy snapshot a case saw, for a later case of the same group that
+	// must name members after it broke the backend's access.
+	healthy *etcd.Snapshot
 }
 
 // Faults are the fault handles and ground-truth probes a case uses. Every method acts on the

@@ -86,16 +86,24 @@ func leaderNode(g Gomega, snap *etcd.Snapshot) string {
 	return m.NodeName
 }
 
+// memberOn returns the one member the snapshot puts on node, failing g when there is none or
+// more than one.
+func memberOn(g Gomega, snap *etcd.Snapshot, node string) etcd.Member {
+	on := snap.MembersOnNode(node)
+	g.Expect(on).To(HaveLen(1), "want exactly one member on Node %s in %v", node, snap.Members)
+	return on[0]
+}
+
 // removeUntilDone calls RemoveMember as a controller does, on every pass until it reports
 // Removed or Rejected, and returns the final result.
-func removeUntilDone(ctx context.Context, t *testing.T, c etcd.Cluster, node string) etcd.Removal {
+func removeUntilDone(ctx context.Context, t *testing.T, c etcd.Cluster, m etcd.Member) etcd.Removal {
 	t.Helper()
 	var last etcd.Removal
 	NewWithT(t).Eventually(func(g Gomega) {
-		r, err := c.RemoveMember(ctx, node)
-		g.Expect(err).NotTo(HaveOccurred(), "RemoveMember(%s)", node)
+		r, err := c.RemoveMember(ctx, m)
+		g.Expect(err).NotTo(HaveOccurred(), "RemoveMember(%s)", m)
 		last = r
-		g.Expect(r.State).To(BeElementOf(etcd.RemovalRemoved, etcd.RemovalRejected), "RemoveMember(%s): %s", node, r.Reason)
+		g.Expect(r.State).To(BeElementOf(etcd.RemovalRemoved, etcd.RemovalRejected), "RemoveMember(%s): %s", m, r.Reason)
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(500 * time.Millisecond).Should(Succeed())
 	return last
 }

@@ -20,14 +20,15 @@ type Cluster struct {
 	MoveLeaderResponse etcd.LeaderMove
 	MoveLeaderError    error
 
-	// RemoveMemberResponses is keyed by Node name; a Node without an entry reports RemovalRemoved.
-	RemoveMemberResponses map[string]etcd.Removal
+	// RemoveMemberResponses is keyed by member ID; a member without an entry reports
+	// RemovalRemoved.
+	RemoveMemberResponses map[uint64]etcd.Removal
 	RemoveMemberError     error
 
-	// MovedLeader records every MoveLeader call as [fromNode, toNode].
-	MovedLeader [][2]string
-	// RemovedMembers records every RemoveMember call's Node name.
-	RemovedMembers []string
+	// MovedLeader records every MoveLeader call as [from, to].
+	MovedLeader [][2]etcd.Member
+	// RemovedMembers records every RemoveMember call's member.
+	RemovedMembers []etcd.Member
 }
 
 // Observe returns ObserveResponse and ObserveError.
@@ -38,20 +39,20 @@ func (c *Cluster) Observe(context.Context) (*etcd.Snapshot, error) {
 }
 
 // MoveLeader records the call and returns MoveLeaderResponse and MoveLeaderError.
-func (c *Cluster) MoveLeader(_ context.Context, fromNode, toNode string) (etcd.LeaderMove, error) {
+func (c *Cluster) MoveLeader(_ context.Context, from, to etcd.Member) (etcd.LeaderMove, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.MovedLeader = append(c.MovedLeader, [2]string{fromNode, toNode})
+	c.MovedLeader = append(c.MovedLeader, [2]etcd.Member{from, to})
 	return c.MoveLeaderResponse, c.MoveLeaderError
 }
 
-// RemoveMember records the call and returns the scripted removal for the Node.
-func (c *Cluster) RemoveMember(_ context.Context, nodeName string) (etcd.Removal, error) {
+// RemoveMember records the call and returns the scripted removal for the member.
+func (c *Cluster) RemoveMember(_ context.Context, m etcd.Member) (etcd.Removal, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.RemovedMembers = append(c.RemovedMembers, nodeName)
-	if r, ok := c.RemoveMemberResponses[nodeName]; ok {
+	c.RemovedMembers = append(c.RemovedMembers, m)
+	if r, ok := c.RemoveMemberResponses[m.ID]; ok {
 		return r, c.RemoveMemberError
 	}
-	return etcd.Removal{State: etcd.RemovalRemoved}, c.RemoveMemberError
+	return etcd.Removal{State: etcd.RemovalRemoved, Member: m}, c.RemoveMemberError
 }
