@@ -72,12 +72,28 @@ type Faults interface {
 	DeleteCA(ctx context.Context) error
 	// StopAPIServer makes the workload apiserver unreachable.
 	StopAPIServer(ctx context.Context) error
+	// AddDuplicateName makes a second member carry the name of the member on node, the way a
+	// reused hostname does: kubeadm: a member that was never removed, with node's name and
+	// another peer URL, and that does not run; K3s: a second etcd Node whose node-name
+	// annotation names node's member. The member on node keeps running.
+	AddDuplicateName(ctx context.Context, node string) error
+	// HideMember makes the health of the member on node unknowable to the backend without
+	// making the member itself unhealthy: kubeadm: node's etcd Pod is gone from the workload
+	// apiserver, so the member cannot be asked; K3s: the leader's K3s stops refreshing
+	// EtcdIsVoter on node, so the heartbeat goes stale.
+	HideMember(ctx context.Context, node string) error
 
 	// LeaderNode returns the Node whose member leads, as etcd itself says (ground truth).
 	LeaderNode(ctx context.Context) (string, error)
 	// HasMember reports whether the member hosted on node is in the member list, as etcd
 	// itself says (ground truth).
 	HasMember(ctx context.Context, node string) (bool, error)
+	// HasMemberID reports whether the member the backend calls id is in the member list, as
+	// etcd itself says (ground truth; a backend with synthetic IDs maps them to etcd's).
+	HasMemberID(ctx context.Context, id uint64) (bool, error)
+	// MemberCount is the number of members in the member list, learners and never-started
+	// members included, as etcd itself says (ground truth).
+	MemberCount(ctx context.Context) (int, error)
 }
 
 // Case names one conformance case.
