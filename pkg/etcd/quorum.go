@@ -37,25 +37,34 @@ func countQuorum(members []MemberHealth) quorumCounts {
 	return c
 }
 
-// worstVoters is the voter count once every learner has been promoted: etcd may promote a
-// learner at any moment, and a freshly promoted member has not proven it is healthy.
-func (c quorumCounts) worstVoters() int { return c.voters + c.learners }
+// canCommit reports whether etcd can commit a membership change now: raft needs a strict majority
+// of the current voters to accept the entry. Learners take no part in that vote.
+func (c quorumCounts) canCommit() bool { return 2*c.healthyVoters > c.voters }
 
-// hasQuorum reports whether healthy voters are a strict majority even in the worst case.
-func (c quorumCounts) hasQuorum() bool { return 2*c.healthyVoters > c.worstVoters() }
+// keepsMajority reports whether healthy voters are a strict majority of voters even once every
+// learner has been promoted: etcd may promote a caught-up learner at any moment, and a freshly
+// promoted member has not proven it is healthy.
+func (c quorumCounts) keepsMajority() bool { return 2*c.healthyVoters > c.voters+c.learners }
 
 // ProjectRemoval decides whether the member with targetID may be removed from the members.
 //
-// The rule: etcd must be able to commit the change now, and after it healthy voters must be a
-// strict majority of voters, whatever happens to in-flight changes. Any learner may be promoted
-// at any moment and then counts as an unhealthy voter; members whose health is Unknown count as
-// unhealthy. Removing an unhealthy member stays possible when it keeps quorum (5 members with 2
-// down: removing a down one leaves 3 of 4 healthy). The last member is never removed.
+// The rule is etcd's own, and nothing more: the change must commit now (a strict majority of the
+// current voters is healthy; learners do not vote), and after it healthy voters must stay a strict
+// majority of voters even if every remaining learner were promoted and counted unhealthy. Members
+// whose health is Unknown count as unhealthy. The last member is never removed.
+//
+// Learners present before the change do not block it on their own: removing a learner never
+// passes through etcd's started-members check, and etcd promotes a learner only once it has
+// caught up, so refusing because "a learner might be promoted unhealthy" would leave a failed
+// 1→2 or 3→4 join stuck for good.
 //
 // Worked cases (all voters): 3 healthy → remove any: 2 of 2, allowed. 3 with 1 down → remove a
-// healthy one: 1 of 2, refused; remove the down one: 2 of 2, allowed. 2 healthy + 1 learner →
-// remove a healthy voter: 1 healthy of 2 once the learner is promoted, refused.
-// See https://etcd.io/docs/v3.6/faq/#should-i-add-a-member-before-removing-an-unhealthy-member.
+// healthy one: 1 of 2, refused; remove the down one: 2 of 2, allowed. With learners: 1 voter and
+// a learner that never caught up → remove the learner: 1 of 1, allowed. 3 voters with 1 down and
+// a learner → remove the learner or the down voter: allowed; remove a healthy voter: 1 healthy of
+// 3 once the learner is promoted, refused.
+// See https://etcd.io/docs/v3.6/faq/#should-i-add-a-member-before-removing-an-unhealthy-member
+// and https://etcd.io/docs/v3.6/learning/design-learner/.
 func ProjectRemoval(members []MemberHealth, targetID uint64) QuorumVerdict {
 	target, ok := findMember(members, targetID)
 	if !ok {
@@ -66,17 +75,12 @@ func ProjectRemoval(members []MemberHealth, targetID uint64) QuorumVerdict {
 		return QuorumVerdict{Reason: v1alpha1.MemberRemovalLastMemberReason,
 			Message: fmt.Sprintf("etcd member %s is the last member; removing it would destroy the cluster", target.Member)}
 	}
-	before := countQuorum(members)
-	if 2*before.healthyVoters <= before.voters {
+	if before := countQuorum(members); !before.canCommit() {
 		return QuorumVerdict{Reason: v1alpha1.MemberRemovalQuorumLostReason,
 			Message: fmt.Sprintf("quorum is already lost: %s; etcd cannot commit a membership change", before)}
 	}
-	if !before.hasQuorum() {
-		return QuorumVerdict{Reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
-			Message: fmt.Sprintf("a pending learner promotion would lose quorum even without a removal: %s; wait until learners are promoted and healthy", before)}
-	}
 	after := countQuorum(without(members, targetID))
-	if !after.hasQuorum() {
+	if !after.keepsMajority() {
 		return QuorumVerdict{Reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
 			Message: fmt.Sprintf("removing etcd member %s would lose quorum: after it %s", target.Member, after)}
 	}

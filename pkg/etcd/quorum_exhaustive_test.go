@@ -45,51 +45,70 @@ func TestProjectRemoval_exhaustive(t *testing.T) {
 	}
 }
 
-// bruteForceRemovalSafe is the rule read literally: the removal is safe when the cluster has more
-// than one member and, for every subset of learners that may get promoted while the change is in
-// flight, healthy voters are a strict majority of voters both now (so etcd can commit the change)
-// and after the removal. A promoted learner is a voter that has not proven healthy.
+// bruteForceRemovalSafe decides the removal from etcd's raft rules, written from first principles
+// and not from ProjectRemoval:
+//
+//   - A membership change is one raft log entry. It commits only when a strict majority of the
+//     voters of the configuration it is proposed in have it: the healthy voters of the current
+//     configuration must form a quorum. Learners never count toward a quorum.
+//   - Once applied, the configuration has the other voters. etcd may then promote any learner that
+//     caught up, one at a time and at any moment; a promoted learner is a voter that has not proven
+//     it is healthy. Every configuration that can follow (any subset of learners promoted) must
+//     still have a healthy quorum, or the cluster can lose it without anyone removing anything.
+//   - The last member is never removed.
+//
+// Quorums are counted by enumerating configurations as sets of member indexes.
 func bruteForceRemovalSafe(ms []MemberHealth, target int) bool {
 	if len(ms) <= 1 {
 		return false
 	}
+	current := config{}
+	for i, m := range ms {
+		if !m.Member.IsLearner {
+			current[i] = true
+		}
+	}
+	if !hasHealthyQuorum(ms, current, nil) {
+		return false
+	}
 	var learners []int
 	for i, m := range ms {
-		if m.Member.IsLearner {
+		if m.Member.IsLearner && i != target {
 			learners = append(learners, i)
 		}
 	}
 	for subset := 0; subset < 1<<len(learners); subset++ {
-		promoted := map[int]bool{}
-		for b, i := range learners {
-			if subset&(1<<b) != 0 {
-				promoted[i] = true
+		next, promoted := config{}, config{}
+		for i := range current {
+			if i != target {
+				next[i] = true
 			}
 		}
-		if !strictHealthyMajority(ms, promoted, -1) || !strictHealthyMajority(ms, promoted, target) {
+		for b, i := range learners {
+			if subset&(1<<b) != 0 {
+				next[i], promoted[i] = true, true
+			}
+		}
+		if !hasHealthyQuorum(ms, next, promoted) {
 			return false
 		}
 	}
 	return true
 }
 
-func strictHealthyMajority(ms []MemberHealth, promoted map[int]bool, removed int) bool {
-	voters, healthy := 0, 0
-	for i, m := range ms {
-		if i == removed {
-			continue
-		}
-		switch {
-		case promoted[i]:
-			voters++
-		case !m.Member.IsLearner:
-			voters++
-			if m.Health == Healthy {
-				healthy++
-			}
+// config is a raft configuration: the set of voting members, by index.
+type config map[int]bool
+
+// hasHealthyQuorum reports whether the members of cfg that are proven healthy (promoted ones are
+// not) are more than half of cfg. An empty configuration has no quorum.
+func hasHealthyQuorum(ms []MemberHealth, cfg, promoted config) bool {
+	healthy := 0
+	for i := range cfg {
+		if !promoted[i] && ms[i].Health == Healthy {
+			healthy++
 		}
 	}
-	return 2*healthy > voters
+	return healthy > len(cfg)/2
 }
 
 // nextMix advances an odometer over member kinds; false when it wrapped around.

@@ -72,7 +72,25 @@ func TestProjectRemoval(t *testing.T) {
 		{
 			name:    "Never the last voter, even with a learner left",
 			members: members("Vh", "Lh"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
-			message: "a pending learner promotion would lose quorum even without a removal: 1 of 1 voters are healthy, and 1 learner(s) may be promoted at any moment; wait until learners are promoted and healthy",
+			message: "removing etcd member cp-0 would lose quorum: after it 0 of 0 voters are healthy, and 1 learner(s) may be promoted at any moment",
+		},
+		{
+			name:    "Can remove a learner that never caught up from a failed 1 to 2 join",
+			members: members("Vh", "Lu"), target: 2, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			message: "removing etcd member cp-1 keeps quorum: after it 1 of 1 voters are healthy",
+		},
+		{
+			name:    "Can remove the learner from three voters with one down and a learner",
+			members: members("Vh", "Vh", "Vu", "Lu"), target: 4, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "Can remove the down voter from three voters with one down and a learner",
+			members: members("Vh", "Vh", "Vu", "Lh"), target: 3, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			message: "removing etcd member cp-2 keeps quorum: after it 2 of 2 voters are healthy, and 1 learner(s) may be promoted at any moment",
+		},
+		{
+			name:    "Can't remove a healthy voter from three voters with one down and a learner",
+			members: members("Vh", "Vh", "Vu", "Lh"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
 		},
 		{
 			name:    "Nothing is safe once quorum is lost, not even removing a down member",
