@@ -76,3 +76,123 @@ const (
 
 // InternalErrorReason is used for failures that are not about etcd itself.
 const InternalErrorReason = clusterv1.InternalErrorReason
+
+// Available condition of a ControlPlaneEtcd, and its reasons (as etcd operators report them):
+// can etcd serve, and with how much margin.
+const (
+	// AvailableCondition is True when healthy voters are a majority of voters.
+	AvailableCondition = clusterv1.AvailableCondition
+
+	// AvailableQuorumHealthyReason: every member is healthy.
+	AvailableQuorumHealthyReason = "QuorumHealthy"
+
+	// AvailableQuorumAvailableReason: a majority is healthy, not every member.
+	AvailableQuorumAvailableReason = "QuorumAvailable"
+
+	// AvailableQuorumLostReason: healthy voters are not a majority; etcd cannot commit.
+	AvailableQuorumLostReason = "QuorumLost"
+
+	// AvailableEtcdUnreachableReason: etcd could not be observed, so availability is Unknown.
+	AvailableEtcdUnreachableReason = "EtcdUnreachable"
+
+	// AvailableNoMembersReason: etcd reported no members (nothing observed yet).
+	AvailableNoMembersReason = "NoMembers"
+)
+
+// Degraded condition of a ControlPlaneEtcd, and its reasons: True whenever etcd does not deliver
+// its full intended fault tolerance, so alerting can read this one condition.
+const (
+	// DegradedCondition is True when some member is not healthy or quorum is lost.
+	DegradedCondition = "Degraded"
+
+	// DegradedMembersUnhealthyReason: some members are unhealthy or unknown; quorum holds.
+	DegradedMembersUnhealthyReason = "MembersUnhealthy"
+
+	// DegradedQuorumLostReason: quorum is lost.
+	DegradedQuorumLostReason = "QuorumLost"
+
+	// DegradedAsExpectedReason: nothing is degraded.
+	DegradedAsExpectedReason = "AsExpected"
+
+	// DegradedEtcdUnreachableReason: etcd could not be observed.
+	DegradedEtcdUnreachableReason = "EtcdUnreachable"
+)
+
+// Progressing condition of a ControlPlaneEtcd, and its reasons: is a membership change under
+// way, or stuck.
+const (
+	// ProgressingCondition is True while a member removal is under way or blocked.
+	ProgressingCondition = "Progressing"
+
+	// ProgressingMemberRemovalReason: a member removal is under way.
+	ProgressingMemberRemovalReason = "MemberRemovalInProgress"
+
+	// ProgressingRemovalBlockedReason: a deleting Machine waits because removing its member now
+	// would lose quorum, or health is unknown.
+	ProgressingRemovalBlockedReason = "MemberRemovalBlocked"
+
+	// ProgressingRemovalRejectedReason: etcd or K3s rejected a removal; the hook is kept until a
+	// person releases it.
+	ProgressingRemovalRejectedReason = "MemberRemovalRejected"
+
+	// ProgressingRemovalTimedOutReason: a removal waited longer than spec.memberRemovalTimeout.
+	ProgressingRemovalTimedOutReason = "MemberRemovalTimedOut"
+
+	// ProgressingReconciledReason: no membership change is under way.
+	ProgressingReconciledReason = "Reconciled"
+)
+
+// PausedCondition is CAPI's Paused condition, set on a ControlPlaneEtcd whose Cluster is paused
+// (spec.paused or the cluster.x-k8s.io/paused annotation).
+const PausedCondition = clusterv1.PausedCondition
+
+// Pre-terminate hooks and annotations the controllers read and write.
+const (
+	// PreTerminateHookAnnotation holds every control-plane Machine of a managed Cluster until
+	// its etcd member is removed, after the drain.
+	PreTerminateHookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/etcd-adapter"
+
+	// PreTerminateHookValue is the value of PreTerminateHookAnnotation: the owner.
+	PreTerminateHookValue = "etcd-adapter"
+
+	// LegacyK3sHookAnnotation is the bare hook key cluster-api-k3s puts on a Machine right
+	// before its own deletes; its value is LegacyK3sHookValue. It is adopted when no
+	// KThreesControlPlane is left to release it.
+	LegacyK3sHookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix
+
+	// LegacyK3sHookValue is the value cluster-api-k3s gives its hook.
+	LegacyK3sHookValue = "k3s"
+
+	// KCPHookAnnotation is KubeadmControlPlane's own hook; it coexists with ours.
+	KCPHookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/kcp-cleanup"
+
+	// ReleaseHookAnnotation on a Machine lets a person release the etcd-adapter hook without a
+	// member removal (after fixing etcd by hand, or accepting the risk).
+	ReleaseHookAnnotation = "etcd-adapter.cluster.x-k8s.io/release-hook"
+
+	// SkipQuorumGuardAnnotation on a Machine lets its deletion through the quorum guard.
+	SkipQuorumGuardAnnotation = "etcd-adapter.cluster.x-k8s.io/skip-quorum-guard"
+
+	// OptOutAnnotation on a Cluster stops a ControlPlaneEtcd from being created for it.
+	OptOutAnnotation = "etcd-adapter.cluster.x-k8s.io/opt-out"
+)
+
+// Events the controllers record, by reason.
+const (
+	// EventMemberRemovalBlocked: a deleting Machine waits on a removal that is not safe now.
+	EventMemberRemovalBlocked = "MemberRemovalBlocked"
+	// EventMemberRemoving: the member removal was asked for.
+	EventMemberRemoving = "MemberRemoving"
+	// EventMemberRemoved: the member is gone and the hook released.
+	EventMemberRemoved = "MemberRemoved"
+	// EventMemberRemovalRejected: etcd or K3s rejected the removal.
+	EventMemberRemovalRejected = "MemberRemovalRejected"
+	// EventMemberRemovalTimedOut: the removal waited longer than the limit.
+	EventMemberRemovalTimedOut = "MemberRemovalTimedOut"
+	// EventHookReleased: the hook was released without a member removal; the message says why.
+	EventHookReleased = "HookReleased"
+	// EventLeaderMoved: leadership moved off the leaving member.
+	EventLeaderMoved = "LeaderMoved"
+	// EventGhostMemberRemoved: a member with no Machine was removed.
+	EventGhostMemberRemoved = "GhostMemberRemoved"
+)

@@ -1,0 +1,305 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ControlPlaneEtcdKind is the kind of ControlPlaneEtcd.
+const ControlPlaneEtcdKind = "ControlPlaneEtcd"
+
+// Backend names how a control plane's etcd is reached.
+// +kubebuilder:validation:Enum=kubeadm;k3s;rke2
+type Backend string
+
+// Backends.
+const (
+	// BackendKubeadm is kubeadm's stacked etcd, reached with clientv3 through the workload
+	// apiserver's port-forward (KubeadmControlPlane).
+	BackendKubeadm Backend = "kubeadm"
+	// BackendK3s is K3s embedded etcd, reached only through Node objects (KThreesControlPlane).
+	BackendK3s Backend = "k3s"
+	// BackendRKE2 is RKE2 embedded etcd, the K3s contract under etcd.rke2.cattle.io keys
+	// (RKE2ControlPlane).
+	BackendRKE2 Backend = "rke2"
+)
+
+// Mode says whether the controllers act on etcd membership or only report it.
+// +kubebuilder:validation:Enum=Manage;Observe
+type Mode string
+
+// Modes.
+const (
+	// ModeManage holds every control-plane Machine with a pre-terminate hook and removes its
+	// member after the drain, and removes ghost members (kubeadm).
+	ModeManage Mode = "Manage"
+	// ModeObserve only keeps the status current; the control-plane provider removes members
+	// itself (KubeadmControlPlane does).
+	ModeObserve Mode = "Observe"
+)
+
+// Defaults of ControlPlaneEtcdSpec.
+const (
+	// DefaultObservationInterval is how often etcd is observed when nothing else happens.
+	DefaultObservationInterval = 30 * time.Second
+	// DefaultMemberRemovalTimeout is how long a member removal may wait before the controller
+	// stops waiting and says so.
+	DefaultMemberRemovalTimeout = 10 * time.Minute
+)
+
+// ObservationIntervalOrDefault returns spec.observationInterval, or the default when unset.
+func (s ControlPlaneEtcdSpec) ObservationIntervalOrDefault() time.Duration {
+	if s.ObservationInterval == nil || s.ObservationInterval.Duration <= 0 {
+		return DefaultObservationInterval
+	}
+	return s.ObservationInterval.Duration
+}
+
+// MemberRemovalTimeoutOrDefault returns spec.memberRemovalTimeout, or the default when unset.
+func (s ControlPlaneEtcdSpec) MemberRemovalTimeoutOrDefault() time.Duration {
+	if s.MemberRemovalTimeout == nil || s.MemberRemovalTimeout.Duration <= 0 {
+		return DefaultMemberRemovalTimeout
+	}
+	return s.MemberRemovalTimeout.Duration
+}
+
+// ControlPlaneEtcdSpec is the desired behaviour for the etcd of one CAPI Cluster.
+type ControlPlaneEtcdSpec struct {
+	// ClusterName is the name of the CAPI Cluster in the same namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterName is immutable"
+	ClusterName string `json:"clusterName"`
+
+	// Backend names how etcd is reached.
+	// +required
+	Backend Backend `json:"backend"`
+
+	// Mode says whether membership is managed (Manage) or only reported (Observe).
+	// +optional
+	// +kubebuilder:default=Observe
+	Mode Mode `json:"mode,omitempty"`
+
+	// ObservationInterval is how often etcd is observed when no event arrives; default 30s.
+	// +optional
+	ObservationInterval *metav1.Duration `json:"observationInterval,omitempty"`
+
+	// MemberRemovalTimeout is how long a member removal may wait before the controller stops
+	// waiting, keeps the Machine's hook and says why; default 10m.
+	// +optional
+	MemberRemovalTimeout *metav1.Duration `json:"memberRemovalTimeout,omitempty"`
+}
+
+// MemberRole is a member's part in raft.
+// +kubebuilder:validation:Enum=Leader;Voter;Learner
+type MemberRole string
+
+// Member roles.
+const (
+	MemberRoleLeader  MemberRole = "Leader"
+	MemberRoleVoter   MemberRole = "Voter"
+	MemberRoleLearner MemberRole = "Learner"
+)
+
+// MemberHealth is the tri-state verdict on a member; Unknown is never healthy.
+// +kubebuilder:validation:Enum=Healthy;Unhealthy;Unknown
+type MemberHealth string
+
+// Member health values.
+const (
+	MemberHealthy   MemberHealth = "Healthy"
+	MemberUnhealthy MemberHealth = "Unhealthy"
+	MemberUnknown   MemberHealth = "Unknown"
+)
+
+// EtcdMemberStatus is one etcd member as last observed.
+type EtcdMemberStatus struct {
+	// Name is the member name; empty for a member that never started.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// ID is the etcd member ID in hexadecimal.
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	ID string `json:"id"`
+
+	// NodeName is the workload Node hosting the member; empty for a ghost member.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+
+	// MachineName is the control-plane Machine whose Node hosts the member; empty when none.
+	// +optional
+	MachineName string `json:"machineName,omitempty"`
+
+	// Role is Leader, Voter or Learner.
+	// +required
+	Role MemberRole `json:"role"`
+
+	// Health is Healthy, Unhealthy or Unknown.
+	// +required
+	Health MemberHealth `json:"health"`
+
+	// Reason is the EtcdMemberHealthy reason that goes with Health.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// Message says why the member is not healthy.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10240
+	Message string `json:"message,omitempty"`
+
+	// Alarms are the member's active etcd alarms (NOSPACE, CORRUPT).
+	// +optional
+	// +listType=set
+	Alarms []string `json:"alarms,omitempty"`
+}
+
+// RemovalResult is where a member removal stands.
+// +kubebuilder:validation:Enum=InProgress;Removed;Rejected;TimedOut;Released
+type RemovalResult string
+
+// Removal results.
+const (
+	// RemovalInProgress: the removal was asked for and is not confirmed yet.
+	RemovalInProgress RemovalResult = "InProgress"
+	// RemovalRemoved: the member is confirmed gone and the hook was released.
+	RemovalRemoved RemovalResult = "Removed"
+	// RemovalRejected: etcd or K3s refused the removal; the hook is kept.
+	RemovalRejected RemovalResult = "Rejected"
+	// RemovalTimedOut: the removal waited longer than spec.memberRemovalTimeout; the hook is kept.
+	RemovalTimedOut RemovalResult = "TimedOut"
+	// RemovalReleased: a person released the hook with the release annotation.
+	RemovalReleased RemovalResult = "Released"
+)
+
+// MemberRemovalStatus is the member removal in progress, or the last one done.
+type MemberRemovalStatus struct {
+	// Member is the name (or, for a member that never started, the ID) of the member.
+	// +required
+	Member string `json:"member"`
+
+	// MemberID is the etcd member ID in hexadecimal.
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
+
+	// MachineName is the Machine whose deletion the removal is part of; empty for a ghost.
+	// +optional
+	MachineName string `json:"machineName,omitempty"`
+
+	// NodeName is the Node that hosted the member.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+
+	// StartTime is when the removal was first asked for.
+	// +required
+	StartTime metav1.Time `json:"startTime"`
+
+	// EndTime is when the removal ended (removed, rejected, timed out or released).
+	// +optional
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+
+	// Result is where the removal stands.
+	// +required
+	Result RemovalResult `json:"result"`
+
+	// Message explains the result.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10240
+	Message string `json:"message,omitempty"`
+}
+
+// ControlPlaneEtcdStatus is the etcd of the Cluster as last observed.
+type ControlPlaneEtcdStatus struct {
+	// Conditions: EtcdClusterHealthy (KubeadmControlPlane's reasons), Available, Degraded,
+	// Progressing and Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Members are the etcd members as last observed.
+	// +optional
+	// +listType=atomic
+	Members []EtcdMemberStatus `json:"members,omitempty"`
+
+	// MemberCount is the number of members, learners included.
+	// +optional
+	MemberCount *int32 `json:"memberCount,omitempty"`
+
+	// Leader is the name of the leading member; empty when unknown or none.
+	// +optional
+	Leader string `json:"leader,omitempty"`
+
+	// ClusterID is the etcd cluster ID in hexadecimal; empty when the backend cannot see it.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+
+	// Voters is the number of voting members.
+	// +optional
+	Voters *int32 `json:"voters,omitempty"`
+
+	// HealthyVoters is the number of voting members known to be healthy.
+	// +optional
+	HealthyVoters *int32 `json:"healthyVoters,omitempty"`
+
+	// FaultTolerance is how many more voting members may fail before quorum is lost: healthy
+	// voters minus the quorum size, never below zero.
+	// +optional
+	FaultTolerance *int32 `json:"faultTolerance,omitempty"`
+
+	// Removal is the member removal in progress, or the last one done.
+	// +optional
+	Removal *MemberRemovalStatus `json:"removal,omitempty"`
+
+	// ObservedGeneration is the generation the status was last computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=controlplaneetcds,scope=Namespaced,categories=cluster-api,shortName=cpetcd
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".spec.clusterName",description="CAPI Cluster"
+// +kubebuilder:printcolumn:name="Backend",type="string",JSONPath=".spec.backend"
+// +kubebuilder:printcolumn:name="Members",type="integer",JSONPath=".status.memberCount"
+// +kubebuilder:printcolumn:name="Healthy",type="integer",JSONPath=".status.healthyVoters",description="Healthy voting members"
+// +kubebuilder:printcolumn:name="Leader",type="string",JSONPath=".status.leader"
+// +kubebuilder:printcolumn:name="Fault Tolerance",type="integer",JSONPath=".status.faultTolerance"
+// +kubebuilder:printcolumn:name="Available",type="string",JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// ControlPlaneEtcd is the etcd of one CAPI Cluster's control plane: how it is reached, whether
+// its membership is managed, and what it looks like.
+type ControlPlaneEtcd struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ControlPlaneEtcdSpec `json:"spec"`
+	// +optional
+	Status ControlPlaneEtcdStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the conditions, for CAPI's util/conditions.
+func (c *ControlPlaneEtcd) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions sets the conditions, for CAPI's util/conditions.
+func (c *ControlPlaneEtcd) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
+
+// +kubebuilder:object:root=true
+
+// ControlPlaneEtcdList is a list of ControlPlaneEtcd.
+type ControlPlaneEtcdList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ControlPlaneEtcd `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ControlPlaneEtcd{}, &ControlPlaneEtcdList{})
+}
