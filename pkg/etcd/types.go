@@ -41,6 +41,14 @@ const (
 	AlarmCorrupt Alarm = "CORRUPT"
 )
 
+// ActiveAlarm is an alarm active on the cluster and the member it names.
+type ActiveAlarm struct {
+	// MemberID is the member the alarm names; it may have been removed since.
+	MemberID uint64
+	// Alarm is the alarm type.
+	Alarm Alarm
+}
+
 // Contact says whether the backend got an answer from a member.
 type Contact string
 
@@ -112,6 +120,11 @@ type Snapshot struct {
 	LeaderID uint64
 	// Evidence holds one entry per member the backend tried to ask.
 	Evidence []MemberEvidence
+	// Alarms are the alarms active on the cluster, each with the member it names. etcd's alarms
+	// are cluster-wide (NOSPACE stops writes on every member) and outlive the member that raised
+	// them, so an alarm may name a member that is no longer in Members. Backends that cannot see
+	// alarms leave it nil and declare BlindSpotAlarms.
+	Alarms []ActiveAlarm
 	// BlindSpots lists checks this backend cannot make.
 	BlindSpots []BlindSpot
 	// EvidenceTTL is how old evidence may be before it is not trusted; zero means
