@@ -80,3 +80,14 @@ func addMember(m Member) func(*Snapshot) {
 		}
 	}
 }
+
+// sharedName gives member 3 (cp-2) a peer URL and adds member 9, which carries the same name
+// with another peer URL and never answers: a reused hostname whose old member was not removed.
+func sharedName(s *Snapshot) {
+	for i := range s.Members {
+		if s.Members[i].ID == 3 {
+			s.Members[i].PeerURLs = []string{"https://10.0.0.3:2380"}
+		}
+	}
+	addMember(Member{ID: 9, Name: "cp-2", NodeName: "cp-2", PeerURLs: []string{"https://10.0.0.9:2380"}})(s)
+}

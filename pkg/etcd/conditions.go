@@ -75,11 +75,18 @@ func machineCondition(s *Snapshot, members []MemberHealth, m Machine) metav1.Con
 	case m.Provisioning():
 		return memberCondition(metav1.ConditionUnknown, v1alpha1.EtcdMemberInspectionFailedReason, waitingForNodeMessage(m))
 	}
-	mh, ok := memberOnNode(members, m.NodeName)
-	if !ok {
+	on := membersOnNode(members, m.NodeName)
+	if len(on) == 0 {
 		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason,
 			fmt.Sprintf("Etcd reports the cluster is composed of %s, but no member is hosted on Node %s of Machine %s", memberNames(s.Members), m.NodeName, m.Name))
 	}
+	if problems := memberProblems(on); len(problems) > 0 || len(on) > 1 {
+		if len(problems) == 0 {
+			problems = []string{fmt.Sprintf("Node %s hosts %d etcd members", m.NodeName, len(on))}
+		}
+		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason, capitalize(strings.Join(problems, "; ")))
+	}
+	mh := on[0]
 	switch {
 	case mh.Health == Unknown:
 		return memberCondition(metav1.ConditionUnknown, v1alpha1.EtcdMemberInspectionFailedReason, capitalize(mh.Message))
@@ -89,6 +96,28 @@ func machineCondition(s *Snapshot, members []MemberHealth, m Machine) metav1.Con
 		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason, "Waiting for learner etcd member to be promoted")
 	}
 	return memberCondition(metav1.ConditionTrue, v1alpha1.EtcdMemberHealthyReason, "")
+}
+
+// memberProblems lists the problems of the members on one Node once each, followed by the health
+// of each member that is not healthy, so a person sees which of them is the stale one.
+func memberProblems(on []MemberHealth) []string {
+	var out []string
+	for _, mh := range on {
+		for _, p := range mh.Problems {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	for _, mh := range on {
+		if mh.Health != Healthy && mh.Message != "" {
+			out = append(out, mh.Message)
+		}
+	}
+	return out
 }
 
 func waitingForNodeMessage(m Machine) string {
@@ -106,13 +135,14 @@ func memberCondition(status metav1.ConditionStatus, reason, msg string) metav1.C
 	return metav1.Condition{Type: v1alpha1.EtcdMemberHealthyCondition, Status: status, Reason: reason, Message: msg}
 }
 
-func memberOnNode(members []MemberHealth, nodeName string) (MemberHealth, bool) {
+func membersOnNode(members []MemberHealth, nodeName string) []MemberHealth {
+	var out []MemberHealth
 	for _, mh := range members {
 		if nodeName != "" && mh.Member.NodeName == nodeName {
-			return mh, true
+			out = append(out, mh)
 		}
 	}
-	return MemberHealth{}, false
+	return out
 }
 
 // clusterProblems are the cluster-wide findings that no single Machine's condition shows.
@@ -120,6 +150,13 @@ func clusterProblems(in HealthInput, members []MemberHealth) []string {
 	s := in.Snapshot
 	var problems []string
 	problems = append(problems, ghostProblems(in, members)...)
+	for _, mh := range members {
+		for _, p := range mh.Problems {
+			if p = capitalize(p); !slices.Contains(problems, p) {
+				problems = append(problems, p)
+			}
+		}
+	}
 	a := newAgreement(s)
 	if a.clusterIDTie || distinctClusterIDs(s) > 1 {
 		problems = append(problems, "Members report different cluster IDs (split brain)")

@@ -35,6 +35,13 @@ func TestAssessHealth_machineConditions(t *testing.T) {
 			message: "Etcd reports the cluster is composed of [cp-0, cp-1], but no member is hosted on Node cp-2 of Machine m-cp-2",
 		},
 		{
+			name:    "a Machine whose Node hosts two members with one name is NotHealthy and names both",
+			in:      HealthInput{Snapshot: with(cluster(3), sharedName), Machines: machines(3)},
+			machine: "m-cp-2",
+			want:    metav1.ConditionFalse, reason: v1alpha1.EtcdMemberNotHealthyReason,
+			message: "Etcd members 3 (peer URLs https://10.0.0.3:2380) and 9 (peer URLs https://10.0.0.9:2380) share the name cp-2: remove the one that is not running by its ID; etcd member cp-2 was not asked",
+		},
+		{
 			name:    "a learner is waiting to be promoted",
 			in:      HealthInput{Snapshot: with(cluster(3), learner(3)), Machines: machines(3)},
 			machine: "m-cp-2",
@@ -181,10 +188,23 @@ func TestAssessHealth_clusterCondition(t *testing.T) {
 			messageParts: []string{"invalid input: no snapshot and no error given"},
 		},
 		{
-			name: "a backend's blind spots are stated, never claimed healthy",
+			name: "a healthy verdict from a backend with blind spots names every check it did not make",
 			in:   HealthInput{Snapshot: with(cluster(3), withoutLists, func(s *Snapshot) { s.Backend = "k3s" }), Machines: machines(3)},
 			want: metav1.ConditionTrue, reason: v1alpha1.EtcdClusterHealthyReason,
-			messageParts: []string{"Not checked by the k3s backend: etcd members that no Node hosts (ghost members) are invisible to it"},
+			messageParts: []string{
+				"Not checked by the k3s backend: ",
+				"etcd members that no Node hosts (ghost members) are invisible to it",
+				"whether members agree on the member list",
+				"whether members agree on the cluster ID",
+				"etcd alarms",
+				"which member leads",
+			},
+		},
+		{
+			name: "two members with one name are a problem that names both IDs and peer URLs",
+			in:   HealthInput{Snapshot: with(cluster(3), sharedName), Machines: machines(3)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Etcd members 3 (peer URLs https://10.0.0.3:2380) and 9 (peer URLs https://10.0.0.9:2380) share the name cp-2"},
 		},
 	}
 	for _, tt := range tests {

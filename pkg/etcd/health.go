@@ -23,6 +23,10 @@ type MemberHealth struct {
 	Member  Member
 	Health  Health
 	Message string
+	// Problems are findings about the member that a person must resolve but that do not change
+	// whether the member itself serves (so they do not change the quorum projection): for
+	// example, another member carries the same name.
+	Problems []string
 }
 
 // AssessMembers classifies every member of the snapshot as of now. It never fails: what it
@@ -34,7 +38,35 @@ func AssessMembers(s *Snapshot, now time.Time) []MemberHealth {
 		health, msg := assessMember(s, v, m, now)
 		out = append(out, MemberHealth{Member: m, Health: health, Message: msg})
 	}
+	markSharedNames(out)
 	return out
+}
+
+// markSharedNames adds a problem to every started member whose name another member carries too.
+// etcd does not refuse a second member with a name in use: a reused hostname whose old member
+// was never removed leaves two, and only their IDs and peer URLs tell them apart. Health stays
+// as the evidence says, so a live member is not counted down and the stale one stays removable.
+func markSharedNames(members []MemberHealth) {
+	byName := map[string][]Member{}
+	for _, mh := range members {
+		if mh.Member.Started() {
+			byName[mh.Member.Name] = append(byName[mh.Member.Name], mh.Member)
+		}
+	}
+	for i, mh := range members {
+		if same := byName[mh.Member.Name]; mh.Member.Started() && len(same) > 1 {
+			members[i].Problems = append(members[i].Problems, sharedNameProblem(same))
+		}
+	}
+}
+
+func sharedNameProblem(same []Member) string {
+	ids := make([]string, 0, len(same))
+	for _, m := range same {
+		ids = append(ids, fmt.Sprintf("%x (peer URLs %s)", m.ID, strings.Join(m.PeerURLs, ", ")))
+	}
+	slices.Sort(ids)
+	return fmt.Sprintf("etcd members %s share the name %s: remove the one that is not running by its ID", strings.Join(ids, " and "), same[0].Name)
 }
 
 func assessMember(s *Snapshot, v agreement, m Member, now time.Time) (Health, string) {

@@ -161,6 +161,29 @@ func alarms(as ...Alarm) func(*MemberEvidence) {
 	return func(e *MemberEvidence) { e.Alarms = as }
 }
 
+func TestAssessMembers_sharedName(t *testing.T) {
+	g := NewWithT(t)
+	ms := AssessMembers(with(cluster(3), sharedName), testNow)
+	live, stale := ms[2], ms[3]
+	g.Expect(live.Member.ID).To(Equal(uint64(3)))
+	g.Expect(live.Health).To(Equal(Healthy), "the member that answered for itself is healthy: %s", live.Message)
+	g.Expect(stale.Member.ID).To(Equal(uint64(9)))
+	g.Expect(stale.Health).NotTo(Equal(Healthy), "the stale member has no evidence of its own")
+	want := "etcd members 3 (peer URLs https://10.0.0.3:2380) and 9 (peer URLs https://10.0.0.9:2380) share the name cp-2: remove the one that is not running by its ID"
+	g.Expect(live.Problems).To(ConsistOf(want))
+	g.Expect(stale.Problems).To(ConsistOf(want))
+	for _, other := range ms[:2] {
+		g.Expect(other.Problems).To(BeEmpty())
+	}
+	// The problem does not distort the quorum projection: the stale member can go, and so could
+	// the live one (3 of 4 voters answer); the controller removes the stale one by its ID.
+	g.Expect(ProjectRemoval(ms, 9).Allowed).To(BeTrue())
+	// Deleting the Machine on cp-2 removes both: the stale one first, then the live one.
+	v := CanRemoveNode(with(cluster(3), sharedName), testNow, "cp-2")
+	g.Expect(v.Allowed).To(BeTrue(), v.Message)
+	g.Expect(v.Message).To(Equal("removing etcd member cp-2 keeps quorum: after it 3 of 3 voters are healthy; then removing etcd member cp-2 keeps quorum: after it 2 of 2 voters are healthy"))
+}
+
 // withoutLists strips what a Node-condition backend cannot report.
 func withoutLists(s *Snapshot) {
 	for i := range s.Evidence {
