@@ -19,3 +19,11 @@ const (
 	// removal that waits on K3s can say for how long.
 	K3sRemovalRequestedAtAnnotation = "etcd-adapter.cluster.x-k8s.io/removal-requested-at"
 )
+
+// K3sRemovalConfirmedAnnotation records the etcd member name whose removal the K3s backend saw
+// K3s claim (`removed-node-name`) together with evidence that agrees (the etcd leader's K3s
+// marked the Node NotAMember, or the removed server stopped). K3s deletes `removed-node-name`
+// when the server rejoins under a new member name, and a cluster reset renames the surviving
+// member and deletes the removal annotations too; only this record tells the two apart
+// afterwards, so a renamed survivor is never reported as the removed member.
+const K3sRemovalConfirmedAnnotation = "etcd-adapter.cluster.x-k8s.io/removal-confirmed"

@@ -18,7 +18,7 @@ func TestNew(t *testing.T) {
 	b, err := New(Config{Client: fake.NewClientBuilder().Build()})
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(b.cfg.StaleAfter()).To(Equal(DefaultHeartbeatInterval + DefaultTick + DefaultClockSkew))
-	_, err = b.WaitForRemoval(context.Background(), "cp-0")
+	_, err = b.WaitForRemoval(context.Background(), etcd.Member{Name: "cp-0-1a2b3c4d", NodeName: "cp-0"})
 	g.Expect(err).To(MatchError(etcd.ErrInvalidInput), "waiting without a watch would be polling")
 }
 

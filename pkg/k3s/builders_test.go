@@ -68,3 +68,14 @@ func annotate(kv ...string) func(*corev1.Node) {
 func recorded(member string, at time.Time) func(*corev1.Node) {
 	return annotate(v1alpha1.K3sRemovingMemberAnnotation, member, v1alpha1.K3sRemovalRequestedAtAnnotation, at.Format(time.RFC3339))
 }
+
+// status overrides the EtcdIsVoter condition's status.
+func status(st corev1.ConditionStatus) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == EtcdIsVoterCondition {
+				n.Status.Conditions[i].Status = st
+			}
+		}
+	}
+}

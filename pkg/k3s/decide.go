@@ -2,6 +2,8 @@ package k3s
 
 import (
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,92 +12,205 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// removalStep is what RemoveMember must do for a Node as it is now: report a result, fail, or
-// request the removal from K3s (and then report what the patched Node says).
+// removalStep is what RemoveMember must do for a Node as it is now: report a result, fail,
+// request the removal from K3s, or record that K3s's claim was confirmed.
 type removalStep struct {
 	result  etcd.Removal
 	err     error
 	request bool
+	// confirm asks to record (K3sRemovalConfirmedAnnotation) that the removal of the recorded
+	// member was confirmed, so a later rename is told apart from a cluster reset.
+	confirm bool
 	// member is the member to record and remove when request is set.
 	member etcd.Member
 }
 
-// decideRemoval applies the K3s contract's client rule to a Node (nil when it does not exist):
-// record node-name before setting remove; done when removed-node-name is non-empty; rejected
-// when remove disappeared and removed-node-name did not appear; never rely on remove staying.
-// otherMembers is how many other etcd Nodes host a member. It does no I/O.
-func decideRemoval(name string, n *corev1.Node, otherMembers int, now time.Time) removalStep {
-	if n == nil {
-		return done(etcd.Member{NodeName: name}, fmt.Sprintf("Node %s does not exist; K3s's finalizer removes a Node's etcd member before it lets the Node go", name))
-	}
-	e := readNode(n)
-	if recorded := n.Annotations[v1alpha1.K3sRemovingMemberAnnotation]; recorded != "" {
-		return followRemoval(e, recorded, now)
-	}
-	return startRemoval(e, otherMembers)
+// clusterView is what the other etcd Nodes tell about a removal on one Node.
+type clusterView struct {
+	// rules are the cluster's K3s rules (rulesOf).
+	rules clusterRules
+	// others is how many other etcd Nodes host a member.
+	others int
+	// twins are the other etcd Nodes whose node-name names the same member.
+	twins []string
+	// notHealthy describes the other members that are not reported healthy.
+	notHealthy []string
 }
 
-// followRemoval reports on a removal this project requested for member recorded.
-func followRemoval(e etcdNode, recorded string, now time.Time) removalStep {
+// decideRemoval applies the K3s contract's client rule to the Node that hosts (or hosted)
+// member m, n being nil when the Node does not exist: record node-name before setting remove;
+// K3s's removed-node-name is a claim that counts only with evidence that agrees; rejected when
+// remove disappeared and removed-node-name did not appear. It acts only while the Node's
+// node-name still names m. It does no I/O.
+func decideRemoval(m etcd.Member, n *corev1.Node, v clusterView, now time.Time) removalStep {
+	if n == nil {
+		return done(m, fmt.Sprintf("Node %s does not exist; K3s's finalizer removes a Node's etcd member before it lets the Node go", m.NodeName))
+	}
+	e := readNode(n)
+	if n.Annotations[v1alpha1.K3sRemovingMemberAnnotation] == m.Name {
+		return followRemoval(e, m, v, now)
+	}
+	return startRemoval(e, m, v)
+}
+
+// followRemoval reports on the removal of m this project requested.
+func followRemoval(e etcdNode, m etcd.Member, v clusterView, now time.Time) removalStep {
 	k, n := e.keys, e.node
-	m := etcd.Member{ID: MemberID(recorded), Name: recorded, NodeName: n.Name}
-	removed, remove, hasRemove := n.Annotations[k.RemovedNodeName], n.Annotations[k.Remove], hasKey(n, k.Remove)
+	m = etcd.Member{ID: MemberID(m.Name), Name: m.Name, NodeName: n.Name}
+	remove := n.Annotations[k.Remove]
 	switch {
-	case removed == recorded:
-		msg := fmt.Sprintf("K3s removed etcd member %s (%s=%s)", recorded, k.RemovedNodeName, removed)
-		if isTrue(remove) {
-			msg += fmt.Sprintf("; %s=true stays on this K3s version and is not set again", k.Remove)
-		}
-		return done(m, msg)
-	case e.memberName != "" && e.memberName != recorded:
-		// K3s picks a new member name only when a removed server starts again, so the recorded
-		// member is gone; the new one must not be removed on the strength of an old request.
-		return done(m, fmt.Sprintf("etcd member %s was removed and Node %s rejoined etcd as the new member %s, which is left alone; delete annotation %s to allow removing it",
-			recorded, n.Name, e.memberName, v1alpha1.K3sRemovingMemberAnnotation))
-	case hasRemove && isTrue(remove):
-		return removalStep{result: etcd.Removal{State: etcd.RemovalInProgress, Member: m, Reason: waitingMessage(e, recorded, now)}}
+	case n.Annotations[k.RemovedNodeName] == m.Name:
+		return judgeClaim(e, m, v, requestedAt(n))
+	case e.memberName != "" && e.memberName != m.Name:
+		return renamed(e, m)
+	case isTrue(remove):
+		return inProgress(m, waitingMessage(e, m.Name, v, now))
 	}
 	return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: m, Reason: fmt.Sprintf(
 		"K3s refused: it would leave too few started members (K3s deleted %s without writing %s; the detail is only in K3s's log). The removal of etcd member %s is not requested again; delete annotation %s to allow a new request",
-		k.Remove, k.RemovedNodeName, recorded, v1alpha1.K3sRemovingMemberAnnotation)}}
+		k.Remove, k.RemovedNodeName, m.Name, v1alpha1.K3sRemovingMemberAnnotation)}}
+}
+
+// judgeClaim weighs K3s's removed-node-name claim against what else the Node shows. K3s writes
+// the claim also when no member matched the Node's node-address (the Node's IP changed after
+// its member joined): then the member's server still runs and its metadata controller writes
+// node-name back. A real removal stops the server; on K3s with the NotAMember reason the
+// leader's next pass marks the Node NotAMember, before that the Node goes NotReady.
+func judgeClaim(e etcdNode, m etcd.Member, v clusterView, asked time.Time) removalStep {
+	k, n := e.keys, e.node
+	if e.memberName == m.Name {
+		return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: m, Reason: fmt.Sprintf(
+			"K3s wrote %s=%s but member %s is still running: its server wrote %s back. K3s removes only a member whose peer address is %s=%s, and counts no match as success, so the Node's address probably changed after the member joined. K3s will not try again; the member must be removed through etcd",
+			k.RemovedNodeName, m.Name, m.Name, k.NodeName, k.NodeAddress, e.address)}}
+	}
+	if n.Annotations[v1alpha1.K3sRemovalConfirmedAnnotation] == m.Name {
+		return done(m, fmt.Sprintf("K3s removed etcd member %s (%s=%s, confirmed earlier)", m.Name, k.RemovedNodeName, m.Name))
+	}
+	if ev := claimEvidence(n, v.rules, asked); ev != "" {
+		r := done(m, fmt.Sprintf("K3s removed etcd member %s (%s=%s, and %s)", m.Name, k.RemovedNodeName, m.Name, ev))
+		r.confirm = true
+		return r
+	}
+	return inProgress(m, fmt.Sprintf(
+		"K3s wrote %s=%s, which it also writes when no member matched the Node's address; waiting for evidence that agrees: %s",
+		k.RemovedNodeName, m.Name, missingEvidence(v.rules)))
+}
+
+// claimEvidence returns the evidence that a claimed removal happened, "" when there is none
+// yet: a NotAMember condition written since the request, or, where K3s writes no NotAMember,
+// the Node gone NotReady since the request (the removed server's apiserver lost its etcd).
+func claimEvidence(n *corev1.Node, rules clusterRules, asked time.Time) string {
+	if rules.known() && rules.health {
+		cond := nodeCondition(n, EtcdIsVoterCondition)
+		if cond != nil && cond.Reason == ReasonNotAMember && !cond.LastHeartbeatTime.Time.Before(asked) {
+			return fmt.Sprintf("the etcd leader's K3s marked Node %s NotAMember at %s", n.Name, cond.LastHeartbeatTime.UTC().Format(time.RFC3339))
+		}
+		return ""
+	}
+	ready := nodeCondition(n, corev1.NodeReady)
+	if ready != nil && ready.Status != corev1.ConditionTrue && !ready.LastTransitionTime.Time.Before(asked) {
+		return fmt.Sprintf("Node %s went Ready=%s at %s: the removed server stopped", n.Name, ready.Status, ready.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+func missingEvidence(rules clusterRules) string {
+	if rules.known() && rules.health {
+		return fmt.Sprintf("the etcd leader's K3s marks a Node whose member is gone NotAMember on its next pass (every %s)", DefaultTick)
+	}
+	return fmt.Sprintf("K3s %s writes no NotAMember, so the removed server stopping (its Node going NotReady) is awaited", rules)
+}
+
+// renamed reports a Node whose node-name changed away from the recorded member. K3s renames a
+// member when a removed server rejoins, and when a cluster reset renames the surviving member
+// (then it also deletes remove and removed-node-name everywhere): only a confirmed claim, or
+// legacy K3s's remove="false" (its answer to a rejoin after a removal), tells a removal.
+func renamed(e etcdNode, m etcd.Member) removalStep {
+	k, n := e.keys, e.node
+	if n.Annotations[v1alpha1.K3sRemovalConfirmedAnnotation] == m.Name || n.Annotations[k.Remove] == "false" {
+		return done(m, fmt.Sprintf("etcd member %s was removed and Node %s rejoined etcd as the new member %s, which is left alone; remove it by its new name",
+			m.Name, n.Name, e.memberName))
+	}
+	return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: m, Reason: fmt.Sprintf(
+		"Node %s now hosts etcd member %s, and the removal of %s was never confirmed: a cluster reset renames the surviving member (and deletes %s and %s), so %s may be %s under a new name. Not reported removed; the new member is left alone",
+		n.Name, e.memberName, m.Name, k.Remove, k.RemovedNodeName, e.memberName, m.Name)}}
 }
 
 // waitingMessage says what a removal waits on, and since when.
-func waitingMessage(e etcdNode, recorded string, now time.Time) string {
+func waitingMessage(e etcdNode, member string, v clusterView, now time.Time) string {
 	since := "an unknown time"
-	if at, err := time.Parse(time.RFC3339, e.node.Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]); err == nil {
+	if at := requestedAt(e.node); !at.IsZero() {
 		since = now.Sub(at).Round(time.Second).String()
 	}
-	msg := fmt.Sprintf("waiting on K3s to remove etcd member %s: %s=true was set %s ago and K3s has not written %s yet (K3s's member controller runs leader-elected on the servers, Lease kube-system/k3s-etcd)",
-		recorded, e.keys.Remove, since, e.keys.RemovedNodeName)
-	if e.versionErr == nil && e.version.RetriesRejection() {
-		msg += fmt.Sprintf("; K3s %s retries a refused removal instead of clearing %s, so a long wait may be a refusal: look for \"not enough started members\" in K3s's log", e.version, e.keys.Remove)
+	msg := fmt.Sprintf("waiting on K3s to remove etcd member %s: %s=true was set %s ago and K3s has not written %s yet (K3s's member controller runs leader-elected on the servers, Lease %s)",
+		member, e.keys.Remove, since, e.keys.RemovedNodeName, v.rules.leaseName())
+	if len(v.notHealthy) > 0 {
+		msg += fmt.Sprintf("; another member is not healthy (%s), and etcd refuses to remove a member then (\"etcdserver: unhealthy cluster\"): K3s retries with backoff and keeps %s=true as a standing order that removes %s whenever the cluster recovers, even if you gave up; withdraw it with WithdrawRemoval",
+			strings.Join(v.notHealthy, "; "), e.keys.Remove, member)
+	}
+	if v.rules.known() && v.rules.retriesRejection {
+		msg += fmt.Sprintf("; K3s %s retries a refused removal instead of clearing %s, so a long wait may be a refusal: look for \"not enough started members\" in K3s's log", v.rules, e.keys.Remove)
 	}
 	return msg
 }
 
-// startRemoval decides whether to request the removal of the member a Node hosts.
-func startRemoval(e etcdNode, otherMembers int) removalStep {
+// startRemoval decides whether to request the removal of member m on its Node. A record of an
+// earlier member (the Node rejoined under a new name) does not block it.
+func startRemoval(e etcdNode, m etcd.Member, v clusterView) removalStep {
 	k, n := e.keys, e.node
 	removed := n.Annotations[k.RemovedNodeName]
 	switch {
 	case !n.DeletionTimestamp.IsZero():
-		return removalStep{result: etcd.Removal{State: etcd.RemovalInProgress, Member: e.member(false),
-			Reason: fmt.Sprintf("Node %s is being deleted; K3s's finalizer removes its etcd member before the Node goes", n.Name)}}
-	case !e.hostsMember() && removed != "":
-		return done(etcd.Member{ID: MemberID(removed), Name: removed, NodeName: n.Name},
-			fmt.Sprintf("etcd member %s was already removed (%s), not at this backend's request", removed, k.RemovedNodeName))
+		return inProgress(e.member(false), fmt.Sprintf("Node %s is being deleted; K3s's finalizer removes its etcd member before the Node goes", n.Name))
 	case !isEtcdNode(n):
 		return fail("Node %s is not an etcd Node (no %s=true label)", n.Name, EtcdRoleLabel)
+	case removed == m.Name && e.memberName != m.Name:
+		// Removed earlier, not at this backend's request: the claim needs evidence too.
+		return judgeClaim(e, m, v, time.Time{})
 	case !e.hostsMember():
 		return fail("Node %s has no %s annotation: K3s has not registered an etcd member on it", n.Name, k.NodeName)
-	case removed == e.memberName:
-		return done(e.member(false), fmt.Sprintf("etcd member %s was already removed (%s)", removed, k.RemovedNodeName))
-	case otherMembers == 0:
+	case e.memberName != m.Name:
+		return fail("Node %s hosts etcd member %s, not %s: observe again and name the member as the new snapshot gives it", n.Name, e.memberName, m.Name)
+	}
+	if err := unfitForRemoval(e, v); err != nil {
+		return removalStep{err: err}
+	}
+	if removed == e.memberName {
+		return judgeClaim(e, m, v, time.Time{})
+	}
+	if v.others == 0 {
 		return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: e.member(false), Reason: fmt.Sprintf(
 			"Node %s hosts the last etcd member (%s): this backend never asks K3s to remove the last etcd Node's member", n.Name, e.memberName)}}
 	}
 	return removalStep{request: true, member: e.member(false)}
+}
+
+// unfitForRemoval refuses Nodes on which K3s would claim a removal it did not make, or remove
+// another member: a member named by several Nodes, and a node-address that is missing or not
+// an IP (K3s matches the member by peer address, and counts no match as success).
+func unfitForRemoval(e etcdNode, v clusterView) error {
+	switch {
+	case len(v.twins) > 0:
+		return fmt.Errorf("%w: etcd member %s is named by the %s annotation of Node %s and of %s; this backend does not ask K3s to remove a member whose Node it cannot tell",
+			etcd.ErrInvalidInput, e.memberName, e.keys.NodeName, e.node.Name, strings.Join(v.twins, ", "))
+	case net.ParseIP(e.address) == nil:
+		return fmt.Errorf("%w: Node %s's %s annotation %q is not an IP address: K3s would match no member and claim a removal it never made",
+			etcd.ErrInvalidInput, e.node.Name, e.keys.NodeAddress, e.address)
+	}
+	return nil
+}
+
+// requestedAt is when this backend requested the removal on n; zero when unknown.
+func requestedAt(n *corev1.Node) time.Time {
+	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation])
+	if err != nil {
+		return time.Time{}
+	}
+	return at
+}
+
+func inProgress(m etcd.Member, reason string) removalStep {
+	return removalStep{result: etcd.Removal{State: etcd.RemovalInProgress, Member: m, Reason: reason}}
 }
 
 func done(m etcd.Member, reason string) removalStep {
@@ -104,9 +219,4 @@ func done(m etcd.Member, reason string) removalStep {
 
 func fail(format string, args ...any) removalStep {
 	return removalStep{err: fmt.Errorf("%w: "+format, append([]any{etcd.ErrInvalidInput}, args...)...)}
-}
-
-func hasKey(n *corev1.Node, key string) bool {
-	_, ok := n.Annotations[key]
-	return ok
 }

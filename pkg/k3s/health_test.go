@@ -59,6 +59,36 @@ func Test_assessNode(t *testing.T) {
 			contact: etcd.ContactUnknown, errSubstr: "stopped reporting",
 		},
 		{
+			name:    "A status that is neither True nor False is unknown, never healthy",
+			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonMemberNotLearner, "", fresh), status(corev1.ConditionUnknown)),
+			contact: etcd.ContactUnknown, errSubstr: `status "Unknown"`,
+		},
+		{
+			name:    "A status that does not go with the reason is unknown",
+			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonMemberIsLearner, "", fresh), status(corev1.ConditionTrue)),
+			contact: etcd.ContactUnknown, errSubstr: "K3s writes that reason only with status False",
+		},
+		{
+			name:    "A heartbeat far in the future (beyond the clock skew) is not believed",
+			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonMemberNotLearner, "", testNow.Add(time.Hour))),
+			contact: etcd.ContactUnknown, errSubstr: "in the future",
+		},
+		{
+			name:    "A heartbeat a little in the future (within the clock skew) is believed",
+			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonMemberNotLearner, "", testNow.Add(10*time.Second))),
+			contact: etcd.ContactAnswered,
+		},
+		{
+			name:    "A node-address that is not an IP is unknown: K3s cannot tie the condition to the member",
+			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonMemberNotLearner, "", fresh), annotate(k3sKeys.NodeAddress, "cp-0.example.com")),
+			contact: etcd.ContactUnknown, errSubstr: "not an IP address",
+		},
+		{
+			name:    "EtcdIsVoter on 1.25.16 (backport) without health is read as voter, health unknown",
+			node:    etcdNodeObj("cp-0", "v1.25.16+k3s1", member, voter(ReasonMemberNotLearner, "", fresh)),
+			contact: etcd.ContactUnknown, errSubstr: "checks no member health",
+		},
+		{
 			name:    "A stale NotAMember is not trusted either",
 			node:    etcdNodeObj("cp-0", "v1.33.4+k3s1", member, voter(ReasonNotAMember, "", testNow.Add(-6*time.Minute))),
 			contact: etcd.ContactUnknown, errSubstr: "stopped reporting",
@@ -112,7 +142,8 @@ func Test_assessNode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			r := assessNode(readNode(tt.node), testNow, staleAfter)
+			e := readNode(tt.node)
+			r := assessNode(e, rulesOf([]etcdNode{e}), clock{now: testNow, staleAfter: staleAfter, skew: DefaultClockSkew})
 			if tt.noMember {
 				g.Expect(r.member).To(BeNil())
 				return
@@ -143,7 +174,8 @@ func Test_assessNode_verdicts(t *testing.T) {
 		etcdNodeObj("cp-1", "v1.33.4+k3s1", "cp-1-00000000", voter(ReasonUnhealthy, "etcd member has status errors: NOSPACE", fresh)),
 		etcdNodeObj("cp-2", "v1.33.4+k3s1", "cp-2-00000000", voter(ReasonMemberNotLearner, "", testNow.Add(-time.Hour))),
 	} {
-		r := assessNode(readNode(n), testNow, s.EvidenceTTL)
+		e := readNode(n)
+		r := assessNode(e, rulesOf([]etcdNode{e}), clock{now: testNow, staleAfter: s.EvidenceTTL, skew: DefaultClockSkew})
 		s.Members, s.Evidence = append(s.Members, *r.member), append(s.Evidence, r.evidence)
 	}
 	got := etcd.AssessMembers(s, testNow)
@@ -173,7 +205,7 @@ func Test_assessNodes(t *testing.T) {
 				etcdNodeObj("cp-0", tt.version, "cp-0-00000000", voter(ReasonMemberIsLearner, "", fresh)),
 				etcdNodeObj("cp-0-learner", tt.version, "cp-0-learner-11111111", voter(ReasonMemberIsLearner, "", fresh)),
 				etcdNodeObj("worker", tt.version, ""),
-			}, testNow, staleAfter)
+			}, clock{now: testNow, staleAfter: staleAfter, skew: DefaultClockSkew})
 			g.Expect(reports).To(HaveLen(2), "the Node without a member is left out")
 			g.Expect(reports[0].evidence.Contact).To(Equal(tt.contact), reports[0].evidence.Error)
 			g.Expect(reports[1].evidence.Contact).To(Equal(etcd.ContactAnswered))
@@ -182,4 +214,54 @@ func Test_assessNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+func Test_assessNodes_cluster(t *testing.T) {
+	fresh := testNow.Add(-time.Minute)
+	c := clock{now: testNow, staleAfter: DefaultHeartbeatInterval + DefaultTick + DefaultClockSkew, skew: DefaultClockSkew}
+	t.Run("Mixed versions: a 1.28.4 server may lead, so a 1.30 Node's MemberNotLearner says nothing about health", func(t *testing.T) {
+		g := NewWithT(t)
+		reports := assessNodes([]*corev1.Node{
+			etcdNodeObj("cp-0", "v1.28.4+k3s1", "cp-0-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+			etcdNodeObj("cp-1", "v1.30.2+k3s1", "cp-1-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+		}, c)
+		g.Expect(reports).To(HaveLen(2))
+		for _, r := range reports {
+			g.Expect(r.evidence.Contact).To(Equal(etcd.ContactUnknown))
+			g.Expect(r.evidence.Error).To(ContainSubstring("checks no member health"))
+			g.Expect(r.evidence.Error).To(ContainSubstring("the oldest of the etcd servers' versions v1.28.4+k3s1, v1.30.2+k3s1"))
+		}
+	})
+	t.Run("Mixed versions: a server before 1.29.3 matches by prefix, also for a 1.33 Node's condition", func(t *testing.T) {
+		g := NewWithT(t)
+		reports := assessNodes([]*corev1.Node{
+			etcdNodeObj("cp-0", "v1.33.4+k3s1", "cp-0-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+			etcdNodeObj("cp-0-x", "v1.29.2+k3s1", "cp-0-x-11111111", voter(ReasonMemberNotLearner, "", fresh)),
+		}, c)
+		g.Expect(reports[0].evidence.Contact).To(Equal(etcd.ContactUnknown), "cp-0's condition may be about cp-0-x's member")
+	})
+	t.Run("Two Nodes naming one member: counted once, unknown, the problem names both", func(t *testing.T) {
+		g := NewWithT(t)
+		reports := assessNodes([]*corev1.Node{
+			etcdNodeObj("cp-0", "v1.33.4+k3s1", "cp-0-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+			etcdNodeObj("cp-1", "v1.33.4+k3s1", "cp-1-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+			etcdNodeObj("cp-9", "v1.33.4+k3s1", "cp-1-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+		}, c)
+		g.Expect(reports).To(HaveLen(2), "one member, counted once")
+		g.Expect(reports[0].evidence.Contact).To(Equal(etcd.ContactAnswered))
+		g.Expect(reports[1].member.Name).To(Equal("cp-1-00000000"))
+		g.Expect(reports[1].evidence.Contact).To(Equal(etcd.ContactUnknown))
+		g.Expect(reports[1].evidence.Error).To(ContainSubstring("2 Nodes (cp-1, cp-9)"))
+	})
+	t.Run("A version that does not parse on any etcd Node makes every member unknown", func(t *testing.T) {
+		g := NewWithT(t)
+		reports := assessNodes([]*corev1.Node{
+			etcdNodeObj("cp-0", "v1.33.4+k3s1", "cp-0-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+			etcdNodeObj("cp-1", "v1.33.4", "cp-1-00000000", voter(ReasonMemberNotLearner, "", fresh)),
+		}, c)
+		for _, r := range reports {
+			g.Expect(r.evidence.Contact).To(Equal(etcd.ContactUnknown))
+			g.Expect(r.evidence.Error).To(ContainSubstring("Node cp-1"))
+		}
+	})
 }

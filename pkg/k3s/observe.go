@@ -42,7 +42,7 @@ func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 		BlindSpots:  slices.Clone(blindSpots),
 		EvidenceTTL: b.cfg.StaleAfter(),
 	}
-	for _, r := range assessNodes(nodes, now, b.cfg.StaleAfter()) {
+	for _, r := range assessNodes(nodes, b.clock()) {
 		s.Members = append(s.Members, *r.member)
 		s.Evidence = append(s.Evidence, r.evidence)
 	}

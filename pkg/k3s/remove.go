@@ -21,67 +21,125 @@ import (
 // before it reports InProgress and leaves the next attempt to the next call.
 const maxConflicts = 3
 
-// RemoveMember asks K3s to remove member m (hosted on m.NodeName), or reports how an earlier
-// request went; call it until it reports Removed or Rejected. It records the member name and
-// sets remove=true in one patch that fails if the Node changed since it was read, and it never
-// sets remove again on a Node that carries the record: a rejected removal stays rejected, and a
-// Node that rejoined under a new member name keeps its new member.
+// RemoveMember asks K3s to remove member m (hosted on m.NodeName, as a Snapshot gave it), or
+// reports how an earlier request went; call it until it reports Removed or Rejected. It acts
+// only while the Node's node-name still names m.Name. It records the member name and sets
+// remove=true in one patch that fails if the Node changed since it was read, and it never sets
+// remove again for a member it recorded: a rejected removal stays rejected. A record of an
+// earlier member (the Node rejoined under a new name) does not block removing the new one.
 //
-// It fails with ErrInvalidInput for a Node that is not an etcd Node or has no member name
-// annotation, and reports Rejected, without asking K3s, for the Node of the last member.
-// Checking that the removal keeps quorum is the caller's duty.
+// K3s's removed-node-name counts as Removed only with evidence that agrees (docs/k3s-backend.md);
+// until then the removal is InProgress saying what is missing.
+//
+// It fails with ErrInvalidInput for a Node that is not an etcd Node, names another member, or
+// carries data K3s would misread (a member named by two Nodes, a node-address that is not an
+// IP), and reports Rejected, without asking K3s, for the last member. Checking that the
+// removal keeps quorum is the caller's duty.
 func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
-	nodeName := m.NodeName
-	if nodeName == "" {
-		return etcd.Removal{}, fmt.Errorf("%w: etcd member %s is hosted on no Node; K3s removes members only through their Node", etcd.ErrInvalidInput, m)
+	if m.NodeName == "" || m.Name == "" {
+		return etcd.Removal{}, fmt.Errorf("%w: etcd member %s is hosted on no Node; K3s removes members only through the Node that names them", etcd.ErrInvalidInput, m)
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("Node", klog.KRef("", nodeName))
-	step, cached, err := b.currentStep(ctx, b.cfg.Reader, nodeName)
+	log := ctrl.LoggerFrom(ctx).WithValues("Node", klog.KRef("", m.NodeName), "memberName", m.Name)
+	step, cached, err := b.currentStep(ctx, b.cfg.Reader, m)
 	if err == nil && cached == nil {
 		// A cache may not have seen a new Node yet: absence is confirmed live before it
 		// counts as removed.
-		step, _, err = b.currentStep(ctx, b.cfg.Client, nodeName)
+		step, _, err = b.currentStep(ctx, b.cfg.Client, m)
 	}
-	if err != nil || !step.request {
+	if err != nil || (!step.request && !step.confirm) {
 		return step.result, err
 	}
 	for range maxConflicts {
 		// The cached Node may lag; decide again on the apiserver's Node right before writing.
 		var node *corev1.Node
-		step, node, err = b.currentStep(ctx, b.cfg.Client, nodeName)
-		if err != nil || !step.request {
+		step, node, err = b.currentStep(ctx, b.cfg.Client, m)
+		if err != nil || (!step.request && !step.confirm) {
 			return step.result, err
 		}
-		patched, err := b.requestRemoval(ctx, node, step.member.Name)
+		err = b.write(ctx, node, step)
 		if apierrors.IsConflict(err) {
-			log.V(4).Info("Node changed while requesting etcd member removal, reading it again")
+			log.V(4).Info("Node changed while writing the removal, reading it again")
 			continue
 		}
 		if err != nil {
 			return etcd.Removal{}, err
 		}
-		log.Info("Asked K3s to remove etcd member", "memberName", step.member.Name)
-		next := decideRemoval(nodeName, patched, 1, b.cfg.Now())
-		return next.result, next.err
+		if step.confirm {
+			log.Info("K3s's etcd member removal confirmed", "reason", step.result.Reason)
+			return step.result, nil
+		}
+		log.Info("Asked K3s to remove etcd member")
+		return etcd.Removal{State: etcd.RemovalInProgress, Member: step.member, Reason: fmt.Sprintf(
+			"asked K3s to remove etcd member %s (%s=true on Node %s)", step.member.Name, readNode(node).keys.Remove, node.Name)}, nil
 	}
-	return etcd.Removal{State: etcd.RemovalInProgress, Member: step.member,
-		Reason: fmt.Sprintf("Node %s kept changing while the removal of etcd member %s was requested; it will be requested on the next call", nodeName, step.member.Name)}, nil
+	return etcd.Removal{State: etcd.RemovalInProgress, Member: m,
+		Reason: fmt.Sprintf("Node %s kept changing while the removal of etcd member %s was written; it will be written on the next call", m.NodeName, m.Name)}, nil
 }
 
-// currentStep reads the Node (nil when gone) and the other etcd Nodes, and decides.
-func (b *Backend) currentStep(ctx context.Context, r client.Reader, nodeName string) (removalStep, *corev1.Node, error) {
-	node, err := b.getNode(ctx, r, nodeName)
+// write sends what a step asks for: the removal request, or the confirmation record.
+func (b *Backend) write(ctx context.Context, node *corev1.Node, step removalStep) error {
+	if step.confirm {
+		return b.patchAnnotations(ctx, node, map[string]any{v1alpha1.K3sRemovalConfirmedAnnotation: step.result.Member.Name})
+	}
+	return b.requestRemoval(ctx, node, step.member.Name)
+}
+
+// currentStep reads m's Node (nil when gone) and the etcd Nodes, and decides.
+func (b *Backend) currentStep(ctx context.Context, r client.Reader, m etcd.Member) (removalStep, *corev1.Node, error) {
+	node, err := b.getNode(ctx, r, m.NodeName)
 	if err != nil {
 		return removalStep{}, nil, err
 	}
-	others := 0
-	if node != nil && node.Annotations[v1alpha1.K3sRemovingMemberAnnotation] == "" {
-		if others, err = b.otherMembers(ctx, r, nodeName); err != nil {
+	var v clusterView
+	if node != nil {
+		nodes, err := b.etcdNodes(ctx, r)
+		if err != nil {
 			return removalStep{}, nil, err
 		}
+		v = b.viewOf(nodes, node)
 	}
-	step := decideRemoval(nodeName, node, others, b.cfg.Now())
+	step := decideRemoval(m, node, v, b.cfg.Now())
 	return step, node, step.err
+}
+
+// viewOf is what the etcd Nodes other than node tell about a removal on node.
+func (b *Backend) viewOf(nodes []*corev1.Node, node *corev1.Node) clusterView {
+	all := make([]etcdNode, 0, len(nodes))
+	for _, n := range nodes {
+		all = append(all, readNode(n))
+	}
+	v := clusterView{rules: rulesOf(all)}
+	target := readNode(node)
+	for _, e := range all {
+		if e.node.Name == node.Name || !e.hostsMember() {
+			continue
+		}
+		v.others++
+		if e.memberName == target.memberName {
+			v.twins = append(v.twins, e.node.Name)
+		}
+	}
+	for _, r := range assessNodes(nodes, b.clock()) {
+		if r.member.NodeName == node.Name {
+			continue
+		}
+		if r.evidence.Contact != etcd.ContactAnswered || len(r.evidence.Errors) > 0 {
+			v.notHealthy = append(v.notHealthy, fmt.Sprintf("%s on Node %s: %s%s", r.member.Name, r.member.NodeName, r.evidence.Error, joinErrors(r.evidence.Errors)))
+		}
+	}
+	return v
+}
+
+func joinErrors(errs []string) string {
+	out := ""
+	for _, e := range errs {
+		out += e
+	}
+	return out
+}
+
+func (b *Backend) clock() clock {
+	return clock{now: b.cfg.Now(), staleAfter: b.cfg.StaleAfter(), skew: b.cfg.ClockSkew}
 }
 
 // getNode reads a Node; nil when it does not exist.
@@ -98,30 +156,13 @@ func (b *Backend) getNode(ctx context.Context, r client.Reader, name string) (*c
 	return n, nil
 }
 
-// otherMembers counts the etcd Nodes other than nodeName that host a member.
-func (b *Backend) otherMembers(ctx context.Context, r client.Reader, nodeName string) (int, error) {
-	nodes, err := b.etcdNodes(ctx, r)
-	if err != nil {
-		return 0, err
-	}
-	count := 0
-	for _, n := range nodes {
-		if n.Name != nodeName && readNode(n).hostsMember() {
-			count++
-		}
-	}
-	return count, nil
-}
-
 // requestRemoval writes, in one merge patch guarded by the Node's resourceVersion, the record
 // of the member name and the time, and remove=true. A removed-node-name left from an earlier
 // removal (the Node rejoined under a new name) is deleted in the same patch: K3s would
-// otherwise delete it together with remove (contract, removal step 2), which would look
-// exactly like a rejection.
-func (b *Backend) requestRemoval(ctx context.Context, node *corev1.Node, member string) (*corev1.Node, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
-	defer cancel()
-	nodeName := node.Name
+// otherwise delete it together with remove (K3s pkg/etcd/member_controller.go, the rejoin
+// check), which would look exactly like a rejection. A confirmation of an earlier member goes
+// too.
+func (b *Backend) requestRemoval(ctx context.Context, node *corev1.Node, member string) error {
 	keys := readNode(node).keys
 	annotations := map[string]any{
 		v1alpha1.K3sRemovingMemberAnnotation:     member,
@@ -131,17 +172,28 @@ func (b *Backend) requestRemoval(ctx context.Context, node *corev1.Node, member 
 	if removed, ok := node.Annotations[keys.RemovedNodeName]; ok && removed != member {
 		annotations[keys.RemovedNodeName] = nil
 	}
+	if _, ok := node.Annotations[v1alpha1.K3sRemovalConfirmedAnnotation]; ok {
+		annotations[v1alpha1.K3sRemovalConfirmedAnnotation] = nil
+	}
+	return b.patchAnnotations(ctx, node, annotations)
+}
+
+// patchAnnotations merge-patches node's annotations (nil deletes), guarded by its
+// resourceVersion; a conflict is returned as is, for the caller to read and decide again.
+func (b *Backend) patchAnnotations(ctx context.Context, node *corev1.Node, annotations map[string]any) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
+	defer cancel()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": node.ResourceVersion, "annotations": annotations,
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("failed to marshal removal patch for Node %s: %w", nodeName, err)
+		return fmt.Errorf("failed to marshal annotation patch for Node %s: %w", node.Name, err)
 	}
 	if err := b.cfg.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil, err
+			return err
 		}
-		return nil, fmt.Errorf("%w: failed to annotate Node %s with %s=true: %w", etcd.ErrUnreachable, nodeName, keys.Remove, err)
+		return fmt.Errorf("%w: failed to annotate Node %s: %w", etcd.ErrUnreachable, node.Name, err)
 	}
-	return node, nil
+	return nil
 }

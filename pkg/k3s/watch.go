@@ -138,19 +138,19 @@ func (b *Backend) WaitForRemoval(ctx context.Context, m etcd.Member) (etcd.Remov
 		case <-events:
 		case <-resync.C:
 		case <-ctx.Done():
-			r = b.lastWord(ctx, nodeName, r)
-			return r, fmt.Errorf("stopped waiting for the removal of the etcd member on Node %s: %s: %w", nodeName, r.Reason, context.Cause(ctx))
+			r = b.lastWord(ctx, m, r)
+			return r, fmt.Errorf("stopped waiting for the removal of etcd member %s on Node %s: %s: %w", m.Name, nodeName, r.Reason, context.Cause(ctx))
 		}
 	}
 }
 
 // lastWord re-reads the Node from the cache when a wait ends, so the result says how long the
 // removal has been waiting by then; it never writes.
-func (b *Backend) lastWord(ctx context.Context, nodeName string, last etcd.Removal) etcd.Removal {
+func (b *Backend) lastWord(ctx context.Context, m etcd.Member, last etcd.Removal) etcd.Removal {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CallTimeout)
 	defer cancel()
-	step, _, err := b.currentStep(ctx, b.cfg.Reader, nodeName)
-	if err != nil || step.request {
+	step, _, err := b.currentStep(ctx, b.cfg.Reader, m)
+	if err != nil || step.request || step.confirm {
 		return last
 	}
 	return step.result
