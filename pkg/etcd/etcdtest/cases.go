@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,22 +76,54 @@ func testMemberKilled(t *testing.T, env *Env) {
 }
 
 // testRemoveLosesQuorum: with one of three members down, removing a healthy member would lose
-// quorum. The caller-side verdict refuses, so the backend is never asked, and the member stays.
+// quorum. A caller that removes whatever the quorum projection allows does not ask the backend,
+// and every member stays.
 func testRemoveLosesQuorum(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
 	down, healthy := env.Nodes[1], env.Nodes[0]
 	g.Expect(env.Faults.KillMember(ctx, down)).To(Succeed()) // a no-op after MemberKilled
+	before := memberCount(ctx, g, env)
 	g.Eventually(func(g Gomega) {
-		snap := observe(ctx, g, env.Cluster)
-		v := etcd.CanRemoveMember(snap, time.Now(), memberOn(g, snap, healthy))
-		g.Expect(v.Allowed).To(BeFalse(), v.Message)
-		g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalWouldLoseQuorumReason), v.Message)
+		snap, v := assess(ctx, g, env.Cluster, env.Nodes...)
+		g.Expect(v.Machines[down].Status).NotTo(Equal(metav1.ConditionTrue), "the backend has not seen the member go down yet")
 		// The down member itself may go: 2 of 2 stay healthy.
 		g.Expect(etcd.CanRemoveMember(snap, time.Now(), memberOn(g, snap, down)).Allowed).To(BeTrue())
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
+	v, asked := removeIfAllowed(ctx, g, env.Cluster, healthy)
+	g.Expect(asked).To(BeFalse(), "the caller removed the member on %s: %s", healthy, v.Message)
+	g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalWouldLoseQuorumReason), v.Message)
+	g.Expect(memberCount(ctx, g, env)).To(Equal(before))
 	g.Expect(hasMember(ctx, g, env, healthy)).To(BeTrue())
 	g.Expect(hasMember(ctx, g, env, down)).To(BeTrue())
+}
+
+// testUnknownNotRemovable: a member whose health the backend cannot learn is not reported
+// healthy, and it counts against quorum: a caller that removes what the projection allows does not
+// remove a healthy member because of it.
+func testUnknownNotRemovable(t *testing.T, env *Env) {
+	g := NewWithT(t)
+	ctx := caseContext(t)
+	eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
+	hidden, healthy := env.Nodes[2], env.Nodes[0]
+	before := memberCount(ctx, g, env)
+	g.Expect(env.Faults.HideMember(ctx, hidden)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		snap, v := assess(ctx, g, env.Cluster, env.Nodes...)
+		g.Expect(v.Machines[hidden].Status).NotTo(Equal(metav1.ConditionTrue), v.Machines[hidden].Message)
+		g.Expect(v.Cluster.Status).NotTo(Equal(metav1.ConditionTrue), v.Cluster.Message)
+		for _, mh := range etcd.AssessMembers(snap, time.Now()) {
+			if mh.Member.NodeName == hidden {
+				g.Expect(mh.Health).NotTo(Equal(etcd.Healthy), "member %s: %s", mh.Member, mh.Message)
+			}
+		}
+	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
+	v, asked := removeIfAllowed(ctx, g, env.Cluster, healthy)
+	g.Expect(asked).To(BeFalse(), "the caller removed the member on %s while another member's health is unknown: %s", healthy, v.Message)
+	g.Expect(memberCount(ctx, g, env)).To(Equal(before))
+	for _, n := range env.Nodes {
+		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue(), "member on %s", n)
+	}
 }
 
 // testMemberRestarted: a killed member that comes back is healthy again, through the same
@@ -108,7 +141,9 @@ func testMemberRestarted(t *testing.T, env *Env) {
 	eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
 }
 
-// testNoSpaceAlarm: the alarmed member is NotHealthy, and the message names NOSPACE.
+// testNoSpaceAlarm: the alarmed member is not healthy, whatever the backend can see: NOSPACE
+// stops writes, and a backend blind to alarms still learns that the member's status reports
+// errors. A backend that sees alarms names NOSPACE.
 func testNoSpaceAlarm(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
@@ -116,14 +151,13 @@ func testNoSpaceAlarm(t *testing.T, env *Env) {
 	g.Expect(env.Faults.RaiseNoSpace(ctx, victim)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		snap, v := assess(ctx, g, env.Cluster, env.Nodes...)
-		if snap.Blind(etcd.BlindSpotAlarms) {
-			g.Expect(v.Cluster.Message).To(ContainSubstring("alarms"))
-			return
-		}
 		c := v.Machines[victim]
-		g.Expect(c.Status).To(Equal(metav1.ConditionFalse), c.Message)
-		g.Expect(c.Message).To(ContainSubstring(string(etcd.AlarmNoSpace)))
-		g.Expect(v.Cluster.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Status).NotTo(Equal(metav1.ConditionTrue), "Machine %s: %s", victim, c.Message)
+		g.Expect(v.Cluster.Status).NotTo(Equal(metav1.ConditionTrue), v.Cluster.Message)
+		if !snap.Blind(etcd.BlindSpotAlarms) {
+			g.Expect(c.Message).To(ContainSubstring(string(etcd.AlarmNoSpace)))
+			g.Expect(v.Cluster.Message).To(ContainSubstring(string(etcd.AlarmNoSpace)))
+		}
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
 }
 
@@ -134,7 +168,9 @@ func testLearner(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
 	eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
-	learner := env.Nodes[0] + "-learner"
+	// The name shares no prefix with the other Nodes or their members, so a backend that maps
+	// members to Nodes by prefix (older K3s) reads it as it reads any other Node.
+	learner := fmt.Sprintf("joiner-%d", time.Now().UnixNano()%1_000_000)
 	g.Expect(env.Faults.AddLearner(ctx, learner)).To(Succeed())
 	all := append(append([]string{}, env.Nodes...), learner)
 	g.Eventually(func(g Gomega) {
@@ -156,21 +192,73 @@ func testLearner(t *testing.T, env *Env) {
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
 }
 
-// testNeverStarted: a member added but never started is in the snapshot, and the cluster is
-// NotHealthy saying so.
+// testNeverStarted: a member added but never started is in the snapshot, the cluster is
+// NotHealthy saying so, and the member is removed by its ID through another member without
+// touching any other member.
 func testNeverStarted(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
 	id, err := env.Faults.AddNeverStarted(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
+	var m etcd.Member
 	g.Eventually(func(g Gomega) {
 		snap, v := assess(ctx, g, env.Cluster, env.Nodes...)
-		m, ok := snap.MemberByID(id)
+		var ok bool
+		m, ok = snap.MemberByID(id)
 		g.Expect(ok).To(BeTrue(), "member %x not in %v", id, snap.Members)
 		g.Expect(m.Started()).To(BeFalse())
 		g.Expect(v.Cluster.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(v.Cluster.Message).To(ContainSubstring("never started"))
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
+	before := memberCount(ctx, g, env)
+	r := removeUntilDone(ctx, t, env.Cluster, m)
+	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
+	g.Expect(hasMemberID(ctx, g, env, id)).To(BeFalse())
+	g.Expect(memberCount(ctx, g, env)).To(Equal(before - 1))
+	for _, n := range env.Nodes {
+		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue(), "member on %s", n)
+	}
+	eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
+}
+
+// testDuplicateName: a second member carries the name of a running member. Both are reported as a
+// problem; removing any member that carries the name under another ID removes exactly that
+// member, and nothing the backend does removes the running one.
+func testDuplicateName(t *testing.T, env *Env) {
+	g := NewWithT(t)
+	ctx := caseContext(t)
+	healthy := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
+	node := env.Nodes[2]
+	live := memberOn(g, healthy, node)
+	g.Expect(env.Faults.AddDuplicateName(ctx, node)).To(Succeed())
+	var snap *etcd.Snapshot
+	g.Eventually(func(g Gomega) {
+		s, v := assess(ctx, g, env.Cluster, env.Nodes...)
+		g.Expect(v.Cluster.Status).NotTo(Equal(metav1.ConditionTrue), v.Cluster.Message)
+		g.Expect(v.Cluster.Message).To(ContainSubstring(live.Name))
+		g.Expect(v.Machines[node].Status).NotTo(Equal(metav1.ConditionTrue), v.Machines[node].Message)
+		snap = s
+	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
+	for _, m := range snap.Members {
+		switch {
+		case m.Name != live.Name:
+		case m.ID != live.ID:
+			r := removeUntilDone(ctx, t, env.Cluster, m)
+			g.Expect(r.State).To(Equal(etcd.RemovalRemoved), "the member that shares the name under ID %x: %s", m.ID, r.Reason)
+			g.Expect(hasMemberID(ctx, g, env, m.ID)).To(BeFalse())
+		case m.NodeName != node:
+			// The same member claimed by a second Node: asking to remove it there must not
+			// remove the member that runs on node.
+			r, err := env.Cluster.RemoveMember(ctx, m)
+			if err == nil {
+				g.Expect(r.State).NotTo(Equal(etcd.RemovalRemoved), "RemoveMember claims the running member %s was removed: %s", m, r.Reason)
+			}
+		}
+	}
+	g.Expect(hasMemberID(ctx, g, env, live.ID)).To(BeTrue(), "the running member %s must stay", live)
+	for _, n := range env.Nodes {
+		g.Expect(hasMemberID(ctx, g, env, memberOn(g, healthy, n).ID)).To(BeTrue(), "member on %s", n)
+	}
 }
 
 // testSplitBrain: one Node's etcd answers from another cluster; the cluster is NotHealthy and
@@ -203,20 +291,23 @@ func testRemoveLeader(t *testing.T, env *Env) {
 	candidates := etcd.LeaderCandidates(etcd.AssessMembers(snap, time.Now()), machines(env.Nodes...), leaving)
 	g.Expect(candidates).To(HaveLen(len(env.Nodes) - 1))
 	var moved etcd.Member
+	byBackend := false
 	for _, c := range candidates {
 		mv, err := env.Cluster.MoveLeader(ctx, leaving, c)
 		if err != nil {
 			t.Logf("MoveLeader(%s, %s) failed, trying the next candidate: %v", leaving, c, err)
 			continue
 		}
-		g.Expect(mv.Outcome).To(BeElementOf(etcd.LeaderMoved, etcd.LeaderMoveByBackend))
+		g.Expect(mv.Outcome).To(BeElementOf(etcd.LeaderMoved, etcd.LeaderMoveByBackend), "MoveLeader off the leader")
 		if mv.Outcome == etcd.LeaderMoved {
 			moved = c
 		} else {
 			g.Expect(mv.Warning).NotTo(BeEmpty(), "ByBackend says what happens instead")
+			byBackend = true
 		}
 		break
 	}
+	g.Expect(moved.ID != 0 || byBackend).To(BeTrue(), "no candidate took leadership, and the backend did not say it moves leadership itself")
 	if moved.ID != 0 {
 		g.Eventually(func() (string, error) { return env.Faults.LeaderNode(ctx) }).
 			WithTimeout(eventually).WithPolling(pollInterval).Should(Equal(moved.NodeName))
@@ -268,8 +359,11 @@ func testWrongCA(t *testing.T, env *Env) {
 			g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "want ErrInvalidInput, got %v", err)
 			return
 		}
-		for _, ev := range snap.Evidence {
-			g.Expect(ev.Contact).NotTo(Equal(etcd.ContactAnswered), "a member answered through a wrong CA")
+		for _, n := range env.Nodes {
+			ev, ok := evidenceThrough(snap, n)
+			g.Expect(ok).To(BeTrue(), "Observe succeeded but says nothing about the member on Node %s", n)
+			g.Expect(ev.Contact).NotTo(Equal(etcd.ContactAnswered), "the member on Node %s answered through a wrong CA", n)
+			g.Expect(ev.Error).NotTo(BeEmpty(), "the member on Node %s: why it did not answer", n)
 		}
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
 	expectNoRemoval(t, env, env.healthy, env.Nodes[1])
@@ -312,6 +406,72 @@ func testAPIServerDown(t *testing.T, env *Env) {
 	g.Expect(err).To(HaveOccurred(), "RemoveMember reported %s: %s", r.State, r.Reason)
 	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "want ErrUnreachable, got %v", err)
 	g.Expect(hasMember(ctx, g, env, env.Nodes[1])).To(BeTrue())
+}
+
+// testRemoveLeaderDirectly: the leader is removed with no leadership move first. etcd may answer
+// with a leader change or a timeout while the old leader steps down after applying its own
+// removal; the backend must report that as not yet known, never as a final refusal, and say
+// Removed only once etcd confirms it.
+func testRemoveLeaderDirectly(t *testing.T, env *Env) {
+	g := NewWithT(t)
+	ctx := caseContext(t)
+	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
+	leaderNode, err := env.Faults.LeaderNode(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	leader := memberOn(g, snap, leaderNode)
+	r := removeConfirmed(ctx, t, env, leader)
+	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
+	remaining := others(env.Nodes, leaderNode)
+	g.Expect(memberCount(ctx, g, env)).To(Equal(len(remaining)))
+	for _, n := range remaining {
+		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue(), "member on %s", n)
+	}
+	env.Nodes = remaining
+}
+
+// testTransientDuringRemoval: the leader is killed while a follower's removal runs. Until the
+// leader is back, every answer is InProgress, an error, or a Removed that etcd confirms; after
+// it, the removal completes and no other member is removed.
+func testTransientDuringRemoval(t *testing.T, env *Env) {
+	g := NewWithT(t)
+	ctx := caseContext(t)
+	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
+	leaderNode, err := env.Faults.LeaderNode(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	target := memberOn(g, snap, others(env.Nodes, leaderNode)[0])
+
+	type answer struct {
+		r   etcd.Removal
+		err error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		r, err := env.Cluster.RemoveMember(ctx, target)
+		first <- answer{r, err}
+	}()
+	g.Expect(env.Faults.KillMember(ctx, leaderNode)).To(Succeed())
+	answers := []answer{<-first}
+	for range 2 {
+		r, err := env.Cluster.RemoveMember(ctx, target)
+		answers = append(answers, answer{r, err})
+	}
+	g.Expect(env.Faults.RestartMember(ctx, leaderNode)).To(Succeed())
+	for i, a := range answers {
+		t.Logf("answer %d while the leader was down: %s %q %v", i, a.r.State, a.r.Reason, a.err)
+		if a.err == nil {
+			g.Expect(a.r.State).NotTo(Equal(etcd.RemovalRejected), "a removal interrupted by a leader failure is not final: %s", a.r.Reason)
+		}
+		if a.err == nil && a.r.State == etcd.RemovalRemoved {
+			g.Expect(hasMemberID(ctx, g, env, target.ID)).To(BeFalse(), "Removed was reported but etcd still has %s", target)
+		}
+	}
+	r := removeConfirmed(ctx, t, env, target)
+	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
+	remaining := others(env.Nodes, target.NodeName)
+	g.Expect(memberCount(ctx, g, env)).To(Equal(len(remaining)))
+	for _, n := range remaining {
+		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue(), "member on %s", n)
+	}
 }
 
 // expectNoRemoval asserts that RemoveMember of the member on node (as the healthy snapshot gave

@@ -111,20 +111,34 @@ const (
 	MemberKilled Case = "MemberKilled"
 	// MemberRestarted: a killed then restarted member is healthy again.
 	MemberRestarted Case = "MemberRestarted"
-	// NoSpaceAlarm: a member with a NOSPACE alarm is NotHealthy and names the alarm.
+	// UnknownNotRemovable: a member whose health cannot be learned is not healthy, and a caller
+	// that removes what the quorum projection allows removes no other member because of it.
+	UnknownNotRemovable Case = "UnknownHealthNotRemovable"
+	// NoSpaceAlarm: a member with a NOSPACE alarm is not healthy; a backend that sees alarms names it.
 	NoSpaceAlarm Case = "NoSpaceAlarm"
-	// Learner: a learner is reported as such, answers, and blocks voter removals.
+	// Learner: a learner is reported as such, answers, and counts as a voter to be.
 	Learner Case = "Learner"
-	// NeverStarted: a member that never started makes the cluster NotHealthy.
+	// NeverStarted: a member that never started makes the cluster NotHealthy and is removed, by
+	// its ID, through another member.
 	NeverStarted Case = "NeverStartedMember"
+	// DuplicateName: two members with one name are a problem on the cluster and the Machine, and
+	// removing the one that does not run never removes the one that does.
+	DuplicateName Case = "DuplicateMemberName"
 	// SplitBrain: one Node answering from another cluster makes the cluster NotHealthy (split brain).
 	SplitBrain Case = "SplitBrain"
 	// RemoveLeader: leadership moves to the first candidate, then the old leader is removed.
 	RemoveLeader Case = "RemoveLeader"
 	// RemoveRemoved: removing an already removed member reports Removed again.
 	RemoveRemoved Case = "RemoveAlreadyRemoved"
-	// RemoveLosesQuorum: a removal that would lose quorum is refused by the caller-side verdict
-	// and the member stays.
+	// RemoveLeaderDirectly: the leader is removed with no leadership move first; the backend
+	// reports the outcome etcd committed, never a refusal it cannot know is final.
+	RemoveLeaderDirectly Case = "RemoveLeaderDirectly"
+	// TransientDuringRemoval: the leader is killed while a removal runs; the backend never
+	// reports Rejected or a Removed that etcd does not confirm, and the removal completes once the
+	// leader is back.
+	TransientDuringRemoval Case = "TransientErrorDuringRemoval"
+	// RemoveLosesQuorum: a caller that removes whatever the quorum projection allows does not
+	// remove a member whose removal would lose quorum.
 	RemoveLosesQuorum Case = "RemoveWouldLoseQuorum"
 	// WrongCA: an unrelated CA gives a clear error or per-member TLS failures, and no removal.
 	WrongCA Case = "WrongCA"
@@ -137,7 +151,16 @@ const (
 
 // Cases returns every case, in the order Run runs them.
 func Cases() []Case {
-	return []Case{Healthy1, Healthy3, Healthy5, MemberKilled, MemberRestarted, NoSpaceAlarm, Learner,
-		NeverStarted, SplitBrain, RemoveLeader, RemoveRemoved, RemoveLosesQuorum, WrongCA, MissingCA,
-		APIServerDown}
+	var out []Case
+	for _, g := range groups {
+		out = append(out, g.cases...)
+	}
+	return out
+}
+
+// Required returns the cases no backend may declare not applicable: without them "passes the
+// conformance suite" would say nothing about what a provider relies on.
+func Required() []Case {
+	return []Case{Healthy1, Healthy3, Healthy5, MemberKilled, UnknownNotRemovable, RemoveLosesQuorum,
+		RemoveLeader, RemoveRemoved, RemoveLeaderDirectly, TransientDuringRemoval, DuplicateName, APIServerDown}
 }

@@ -108,6 +108,63 @@ func removeUntilDone(ctx context.Context, t *testing.T, c etcd.Cluster, m etcd.M
 	return last
 }
 
+// removeConfirmed calls RemoveMember as a controller does until it reports Removed or Rejected,
+// and checks every answer against etcd's own member list: Removed only when etcd has no such
+// member, and never Rejected.
+func removeConfirmed(ctx context.Context, t *testing.T, env *Env, m etcd.Member) etcd.Removal {
+	t.Helper()
+	var last etcd.Removal
+	NewWithT(t).Eventually(func(g Gomega) {
+		r, err := env.Cluster.RemoveMember(ctx, m)
+		g.Expect(err).NotTo(HaveOccurred(), "RemoveMember(%s)", m)
+		last = r
+		g.Expect(r.State).NotTo(Equal(etcd.RemovalRejected), "RemoveMember(%s): %s", m, r.Reason)
+		g.Expect(r.State).To(Equal(etcd.RemovalRemoved), "RemoveMember(%s): %s", m, r.Reason)
+	}).WithContext(ctx).WithTimeout(eventually).WithPolling(500 * time.Millisecond).Should(Succeed())
+	g := NewWithT(t)
+	g.Expect(hasMemberID(ctx, g, env, m.ID)).To(BeFalse(), "RemoveMember said Removed but etcd still has %s", m)
+	return last
+}
+
+// removeIfAllowed is a caller as a controller is: it observes, asks the quorum projection about
+// the member on node, and removes it only when the projection allows. It reports the verdict and
+// whether it asked the backend to remove.
+func removeIfAllowed(ctx context.Context, g Gomega, c etcd.Cluster, node string) (etcd.QuorumVerdict, bool) {
+	snap := observe(ctx, g, c)
+	m := memberOn(g, snap, node)
+	v := etcd.CanRemoveMember(snap, time.Now(), m)
+	if !v.Allowed {
+		return v, false
+	}
+	_, err := c.RemoveMember(ctx, m)
+	g.Expect(err).NotTo(HaveOccurred(), "RemoveMember(%s)", m)
+	return v, true
+}
+
+// evidenceThrough returns the evidence gathered through node.
+func evidenceThrough(snap *etcd.Snapshot, node string) (etcd.MemberEvidence, bool) {
+	for _, ev := range snap.Evidence {
+		if ev.NodeName == node {
+			return ev, true
+		}
+	}
+	return etcd.MemberEvidence{}, false
+}
+
+// hasMemberID asks the ground truth whether the member with id is still in the cluster.
+func hasMemberID(ctx context.Context, g Gomega, env *Env, id uint64) bool {
+	ok, err := env.Faults.HasMemberID(ctx, id)
+	g.Expect(err).NotTo(HaveOccurred(), "ground truth for member %x", id)
+	return ok
+}
+
+// memberCount asks the ground truth how many members the cluster has.
+func memberCount(ctx context.Context, g Gomega, env *Env) int {
+	n, err := env.Faults.MemberCount(ctx)
+	g.Expect(err).NotTo(HaveOccurred(), "ground truth member count")
+	return n
+}
+
 // hasMember asks the ground truth whether node's member is still in the cluster.
 func hasMember(ctx context.Context, g Gomega, env *Env, node string) bool {
 	ok, err := env.Faults.HasMember(ctx, node)

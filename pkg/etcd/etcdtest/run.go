@@ -20,46 +20,52 @@ type group struct {
 // cluster; cases whose faults cannot be undone get their own.
 var groups = []group{
 	{spec: Spec{Members: 1}, cases: []Case{Healthy1}},
-	{spec: Spec{Members: 3}, cases: []Case{Healthy3, MemberKilled, RemoveLosesQuorum, MemberRestarted}},
+	{spec: Spec{Members: 3}, cases: []Case{Healthy3, MemberKilled, RemoveLosesQuorum, MemberRestarted, UnknownNotRemovable}},
 	{spec: Spec{Members: 5}, cases: []Case{Healthy5, NoSpaceAlarm}},
 	{spec: Spec{Members: 3}, cases: []Case{Learner}},
 	{spec: Spec{Members: 3}, cases: []Case{NeverStarted}},
+	{spec: Spec{Members: 3}, cases: []Case{DuplicateName}},
 	{spec: Spec{Members: 3}, cases: []Case{SplitBrain}},
 	{spec: Spec{Members: 3}, cases: []Case{RemoveLeader, RemoveRemoved}},
+	{spec: Spec{Members: 3}, cases: []Case{RemoveLeaderDirectly}},
+	{spec: Spec{Members: 3}, cases: []Case{TransientDuringRemoval}},
 	{spec: Spec{Members: 3}, cases: []Case{WrongCA, MissingCA}},
 	{spec: Spec{Members: 3, Isolated: true}, cases: []Case{APIServerDown}},
 }
 
 // caseFuncs maps each case to its body.
 var caseFuncs = map[Case]func(t *testing.T, env *Env){
-	Healthy1:          testHealthy,
-	Healthy3:          testHealthy,
-	Healthy5:          testHealthy,
-	MemberKilled:      testMemberKilled,
-	MemberRestarted:   testMemberRestarted,
-	NoSpaceAlarm:      testNoSpaceAlarm,
-	Learner:           testLearner,
-	NeverStarted:      testNeverStarted,
-	SplitBrain:        testSplitBrain,
-	RemoveLeader:      testRemoveLeader,
-	RemoveRemoved:     testRemoveRemoved,
-	RemoveLosesQuorum: testRemoveLosesQuorum,
-	WrongCA:           testWrongCA,
-	MissingCA:         testMissingCA,
-	APIServerDown:     testAPIServerDown,
+	Healthy1:               testHealthy,
+	Healthy3:               testHealthy,
+	Healthy5:               testHealthy,
+	MemberKilled:           testMemberKilled,
+	MemberRestarted:        testMemberRestarted,
+	UnknownNotRemovable:    testUnknownNotRemovable,
+	NoSpaceAlarm:           testNoSpaceAlarm,
+	Learner:                testLearner,
+	NeverStarted:           testNeverStarted,
+	DuplicateName:          testDuplicateName,
+	SplitBrain:             testSplitBrain,
+	RemoveLeader:           testRemoveLeader,
+	RemoveRemoved:          testRemoveRemoved,
+	RemoveLeaderDirectly:   testRemoveLeaderDirectly,
+	TransientDuringRemoval: testTransientDuringRemoval,
+	RemoveLosesQuorum:      testRemoveLosesQuorum,
+	WrongCA:                testWrongCA,
+	MissingCA:              testMissingCA,
+	APIServerDown:          testAPIServerDown,
 }
 
 // Run runs every conformance case against the backend h starts, one subtest per case, and
 // logs a summary: how long each case took and which cases were not applicable, and why. Cases
-// declared not applicable are not run and do not count as passed. A case h declares that the
-// suite does not know fails the test, so that a renamed case cannot silently drop out.
+// declared not applicable are not run and do not count as passed. Declaring a Required case not
+// applicable fails the test, and so does a case the suite does not know, so that a renamed case
+// cannot silently drop out.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	na := h.NotApplicable()
-	for c := range na {
-		if !slices.Contains(Cases(), c) {
-			t.Errorf("Harness declares unknown case %q not applicable", c)
-		}
+	for _, err := range checkNotApplicable(na) {
+		t.Error(err)
 	}
 	s := &summary{start: time.Now()}
 	t.Cleanup(func() { s.log(t, na) })
@@ -68,14 +74,28 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-// runGroup starts one cluster for the applicable cases of g and runs them in order.
-func runGroup(t *testing.T, h Harness, g group, na map[Case]string, s *summary) {
-	var applicable []Case
-	for _, c := range g.cases {
-		if _, ok := na[c]; !ok {
-			applicable = append(applicable, c)
+// checkNotApplicable returns what is wrong with a harness's not-applicable declarations.
+func checkNotApplicable(na map[Case]string) []error {
+	var errs []error
+	for _, c := range Cases() {
+		if reason, ok := na[c]; ok && slices.Contains(Required(), c) {
+			errs = append(errs, fmt.Errorf("harness declares required case %s not applicable (%s): every backend must run it", c, reason))
 		}
 	}
+	for c, reason := range na {
+		switch {
+		case !slices.Contains(Cases(), c):
+			errs = append(errs, fmt.Errorf("harness declares unknown case %q not applicable", c))
+		case strings.TrimSpace(reason) == "":
+			errs = append(errs, fmt.Errorf("harness declares case %s not applicable without a reason", c))
+		}
+	}
+	return errs
+}
+
+// runGroup starts one cluster for the applicable cases of g and runs them in order.
+func runGroup(t *testing.T, h Harness, g group, na map[Case]string, s *summary) {
+	applicable := applicableCases(g, na)
 	if len(applicable) == 0 {
 		return
 	}
@@ -94,6 +114,17 @@ func runGroup(t *testing.T, h Harness, g group, na map[Case]string, s *summary) 
 			}
 		}
 	})
+}
+
+// applicableCases are the cases of g that na does not declare not applicable, in order.
+func applicableCases(g group, na map[Case]string) []Case {
+	var out []Case
+	for _, c := range g.cases {
+		if _, ok := na[c]; !ok {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func groupName(g group, cases []Case) string {
