@@ -8,7 +8,12 @@
 // CanRemoveMember, LeaderCandidates, ConditionReasonFor), never through backend internals, so
 // pkg/kubeadm and pkg/k3s are held to the same behaviour.
 //
+// Every case checks what the backend says against etcd's own member list (the ground truth the
+// harness reads directly), so a backend cannot pass by saying Removed, or by not acting.
+//
 // A backend that cannot run a case declares it in Harness.NotApplicable with a reason. Such a
 // case is not run and not counted as passed: Run logs every one of them, by name and reason, in
-// its summary.
+// its summary. The Required cases (healthy clusters, a killed member, unknown health, a removal
+// that would lose quorum, removals that complete, duplicate names, transient errors, the
+// apiserver down) cannot be declared away: Run fails when a harness tries.
 package etcdtest
