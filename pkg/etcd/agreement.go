@@ -14,10 +14,22 @@ type agreement struct {
 	memberList   string
 	memberNames  string
 	listsDiffer  bool
+	alarms       []ActiveAlarm
+}
+
+// alarmsOn returns the cluster's active alarms that name the member.
+func (a agreement) alarmsOn(id uint64) []Alarm {
+	var out []Alarm
+	for _, al := range a.alarms {
+		if al.MemberID == id {
+			out = append(out, al.Alarm)
+		}
+	}
+	return out
 }
 
 func newAgreement(s *Snapshot) agreement {
-	var a agreement
+	a := agreement{alarms: s.Alarms}
 	ids := map[uint64]int{}
 	for _, ev := range answered(s) {
 		if ev.ClusterID != 0 {

@@ -161,6 +161,7 @@ func clusterProblems(in HealthInput, members []MemberHealth) []string {
 	if a.clusterIDTie || distinctClusterIDs(s) > 1 {
 		problems = append(problems, "Members report different cluster IDs (split brain)")
 	}
+	problems = append(problems, alarmProblems(s)...)
 	if a.listsDiffer {
 		problems = append(problems, "Members disagree on the member list")
 	}
@@ -186,6 +187,23 @@ func ghostProblems(in HealthInput, members []MemberHealth) []string {
 		}
 	}
 	return problems
+}
+
+// alarmProblems states every alarm active on the cluster. etcd's alarms are cluster-wide: NOSPACE
+// stops writes on every member, and removing the member that raised it does not clear it (only
+// AlarmDisarm does, after compaction and defragmentation).
+func alarmProblems(s *Snapshot) []string {
+	var out []string
+	for _, al := range s.Alarms {
+		m, ok := s.MemberByID(al.MemberID)
+		switch {
+		case ok:
+			out = append(out, fmt.Sprintf("Etcd alarm %s is active, raised by member %s", al.Alarm, m))
+		default:
+			out = append(out, fmt.Sprintf("Etcd alarm %s is active, raised by member %x, which is no longer a member; disarm it once its cause is fixed", al.Alarm, al.MemberID))
+		}
+	}
+	return out
 }
 
 func hasMachineOnNode(machines []Machine, nodeName string) bool {

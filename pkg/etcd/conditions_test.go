@@ -201,6 +201,18 @@ func TestAssessHealth_clusterCondition(t *testing.T) {
 			},
 		},
 		{
+			name: "an alarm on the cluster is a problem even when the member that raised it is gone",
+			in: HealthInput{Snapshot: with(cluster(3), func(s *Snapshot) {
+				s.Alarms = []ActiveAlarm{{MemberID: 0x77, Alarm: AlarmNoSpace}, {MemberID: 2, Alarm: AlarmCorrupt}}
+			}), Machines: machines(3)},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{
+				"Etcd alarm NOSPACE is active, raised by member 77, which is no longer a member",
+				"Etcd alarm CORRUPT is active, raised by member cp-1",
+				"Machine m-cp-1: Etcd member cp-1 reports alarms: CORRUPT",
+			},
+		},
+		{
 			name: "two members with one name are a problem that names both IDs and peer URLs",
 			in:   HealthInput{Snapshot: with(cluster(3), sharedName), Machines: machines(3)},
 			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,

@@ -96,8 +96,8 @@ func assessAnswer(v agreement, m Member, ev MemberEvidence) (Health, string) {
 	if len(ev.Errors) > 0 {
 		return Unhealthy, fmt.Sprintf("etcd member %s is listening but unhealthy: %s", m.Name, strings.Join(ev.Errors, "; "))
 	}
-	if len(ev.Alarms) > 0 {
-		return Unhealthy, fmt.Sprintf("etcd member %s reports alarms: %s", m.Name, joinAlarms(ev.Alarms))
+	if alarms := append(append([]Alarm(nil), ev.Alarms...), v.alarmsOn(m.ID)...); len(alarms) > 0 {
+		return Unhealthy, fmt.Sprintf("etcd member %s reports alarms: %s", m.Name, joinAlarms(alarms))
 	}
 	if ev.ClusterID != 0 && v.clusterID != 0 && ev.ClusterID != v.clusterID {
 		return Unhealthy, fmt.Sprintf("etcd member %s reports cluster ID %x while the majority reports %x (split brain)", m.Name, ev.ClusterID, v.clusterID)
