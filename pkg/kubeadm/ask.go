@@ -24,6 +24,7 @@ type answer struct {
 	selfID    uint64
 	clusterID uint64
 	leaderID  uint64
+	raftTerm  uint64
 	isLearner bool
 	members   []etcd.Member // nil when not reported (learners, errors)
 	alarms    []memberAlarm
@@ -52,11 +53,6 @@ func (b *Backend) askAll(ctx context.Context, nodes []string, creds *credentials
 	return out
 }
 
-// reusedCallTimeout bounds the calls over a kept connection: a port-forward that died without
-// closing (nothing tells gRPC) would otherwise hold the observation for the whole CallTimeout.
-// Past it, the member is asked again over a new connection with the full CallTimeout.
-const reusedCallTimeout = 3 * time.Second
-
 // ask asks the member on node for its status, member list and alarms. A kept connection that
 // turns out broken is replaced once, so a stale port-forward costs one retry, not a verdict.
 func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answer {
@@ -79,7 +75,7 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 
 func (b *Backend) callTimeoutFor(reused bool) time.Duration {
 	if reused {
-		return min(b.cfg.CallTimeout, reusedCallTimeout)
+		return min(b.cfg.CallTimeout, b.cfg.KeptCallTimeout)
 	}
 	return b.cfg.CallTimeout
 }
@@ -127,6 +123,7 @@ func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListR
 	}
 	if st != nil {
 		a.selfID, a.clusterID, a.leaderID, a.isLearner = st.Header.GetMemberId(), st.Header.GetClusterId(), st.Leader, st.IsLearner
+		a.raftTerm = st.RaftTerm
 		a.errors, a.alarms = splitStatusErrors(st.Errors)
 	} else {
 		a.errors = append(a.errors, "Status: "+stErr.Error())
@@ -172,13 +169,12 @@ func splitStatusErrors(errs []string) ([]string, []memberAlarm) {
 	return out, alarms
 }
 
-// toMembers translates etcd's members. The Node is the member name (kubeadm names members
-// after their Node); a member that never started has no name and so no Node.
+// toMembers translates etcd's members. NodeName is left to place, which knows the Nodes.
 func toMembers(pbs []*pb.Member) []etcd.Member {
 	out := make([]etcd.Member, 0, len(pbs))
 	for _, m := range pbs {
 		out = append(out, etcd.Member{
-			ID: m.ID, Name: m.Name, NodeName: m.Name, IsLearner: m.IsLearner,
+			ID: m.ID, Name: m.Name, IsLearner: m.IsLearner,
 			PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
 		})
 	}

@@ -21,10 +21,17 @@ type Backend struct {
 	log    logr.Logger
 	certs  *certSource
 	dialer *dialer
-	pool   *pool
+	pool     *pool
+	workload workloadClient
 
-	mu    sync.Mutex
-	known []string // Nodes of the members seen last, asked first next time
+	mu          sync.Mutex
+	known       []string      // Nodes of the members seen last, asked while the Pods are listed
+	clusterID   uint64        // the cluster ID seen first; members answering with another are strangers
+	lastMembers []etcd.Member // the member list this cluster's members reported last
+
+	// beforeRemove, when set, runs concurrently with every MemberRemove call. Only used for
+	// testing: it kills the leader in the middle of a removal.
+	beforeRemove func(via string)
 }
 
 // New returns a Backend for the workload cluster cfg names. It connects lazily: nothing is

@@ -28,6 +28,11 @@ const (
 	DefaultMaxConcurrency = 8
 	// DefaultIdleTimeout is how long an unused member connection is kept.
 	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultKeptCallTimeout bounds a call over a connection kept from an earlier call. A
+	// port-forward that died without closing (nothing tells gRPC) would otherwise hold the
+	// observation for the whole CallTimeout; past it, the member is asked again over a new
+	// connection with the full CallTimeout.
+	DefaultKeptCallTimeout = 3 * time.Second
 )
 
 // KeyAlgorithm is the algorithm of the client certificate's key.
@@ -95,6 +100,10 @@ type Config struct {
 	// IdleTimeout is how long an unused member connection is kept; zero means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// KeptCallTimeout bounds a call over a connection kept from an earlier call (never more than
+	// CallTimeout); zero means DefaultKeptCallTimeout. A call that fails on a kept connection is
+	// retried once on a new one with the full CallTimeout.
+	KeptCallTimeout time.Duration
 	// Logger receives the backend's logs; zero discards them. Calls also log to the logger in
 	// their context when it has one.
 	Logger logr.Logger
@@ -109,6 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.CallTimeout = orDefault(c.CallTimeout, DefaultCallTimeout)
 	c.CertTTL = orDefault(c.CertTTL, DefaultCertTTL)
 	c.IdleTimeout = orDefault(c.IdleTimeout, DefaultIdleTimeout)
+	c.KeptCallTimeout = orDefault(c.KeptCallTimeout, DefaultKeptCallTimeout)
 	if c.MaxConcurrency <= 0 {
 		c.MaxConcurrency = DefaultMaxConcurrency
 	}

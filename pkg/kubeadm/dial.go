@@ -28,6 +28,9 @@ const etcdPort = 2379
 // podName is kubeadm's etcd static Pod on nodeName.
 func podName(nodeName string) string { return "etcd-" + nodeName }
 
+// podRef names kubeadm's etcd static Pod on nodeName with its namespace, for messages.
+func podRef(nodeName string) string { return metav1.NamespaceSystem + "/" + podName(nodeName) }
+
 // dialer opens TLS connections to one member through the workload apiserver.
 type dialer struct {
 	cfg Config

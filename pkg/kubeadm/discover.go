@@ -3,7 +3,10 @@ package kubeadm
 import (
 	"context"
 	"fmt"
+	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -14,34 +17,97 @@ import (
 // etcdPodSelector selects kubeadm's etcd static Pods (their mirror Pods carry these labels).
 const etcdPodSelector = "component=etcd,tier=control-plane"
 
-// discover returns the Nodes running an etcd Pod, to find members when none of those seen
-// before answers (first observation, or every known member gone).
-func (b *Backend) discover(ctx context.Context) ([]string, error) {
-	cfg, err := b.cfg.RESTConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", etcd.ErrUnreachable, err)
+// workloadClient keeps one clientset per REST config, so listing on every observation reuses
+// the apiserver connection instead of building a transport each time.
+type workloadClient struct {
+	mu  sync.Mutex
+	cfg *rest.Config
+	cs  kubernetes.Interface
+}
+
+func (w *workloadClient) get(cfg *rest.Config, timeout func() *rest.Config) (kubernetes.Interface, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cs != nil && w.cfg == cfg {
+		return w.cs, nil
 	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = b.cfg.CallTimeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(timeout())
 	if err != nil {
 		return nil, fmt.Errorf("failed to create a client for the workload apiserver: %w", err)
 	}
-	pods, err := call(ctx, b, "list etcd Pods", func(ctx context.Context) ([]string, error) {
-		list, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: etcdPodSelector})
-		if err != nil {
-			return nil, err
-		}
-		var nodes []string
-		for _, p := range list.Items {
-			if p.Spec.NodeName != "" && p.Name == podName(p.Spec.NodeName) {
-				nodes = append(nodes, p.Spec.NodeName)
-			}
-		}
-		return nodes, nil
+	w.cfg, w.cs = cfg, cs
+	return cs, nil
+}
+
+// clientset returns the workload cluster's clientset.
+func (b *Backend) clientset(ctx context.Context) (kubernetes.Interface, error) {
+	cfg, err := b.cfg.RESTConfig(ctx)
+	if err != nil {
+		return nil, classifyAPIError(err, "failed to get the workload cluster's REST config")
+	}
+	return b.workload.get(cfg, func() *rest.Config {
+		c := rest.CopyConfig(cfg)
+		c.Timeout = b.cfg.CallTimeout
+		return c
+	})
+}
+
+// etcdPods returns the Nodes running kubeadm's etcd Pod. It is asked on every observation, so
+// every member the Nodes show is asked, not only the ones seen before.
+func (b *Backend) etcdPods(ctx context.Context) (map[string]bool, error) {
+	cs, err := b.clientset(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := call(ctx, b, "list etcd Pods", func(ctx context.Context) (*corev1.PodList, error) {
+		return cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: etcdPodSelector})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: failed to list etcd Pods in the workload cluster: %w", etcd.ErrUnreachable, err)
+		return nil, classifyAPIError(err, "failed to list etcd Pods in the workload cluster")
 	}
-	return pods, nil
+	nodes := map[string]bool{}
+	for _, p := range list.Items {
+		if p.Spec.NodeName != "" && p.Name == podName(p.Spec.NodeName) && p.DeletionTimestamp == nil {
+			nodes[p.Spec.NodeName] = true
+		}
+	}
+	return nodes, nil
+}
+
+// listNodes fills h with every Node and its InternalIPs.
+func (b *Backend) listNodes(ctx context.Context, h *hosts) error {
+	cs, err := b.clientset(ctx)
+	if err != nil {
+		return err
+	}
+	list, err := call(ctx, b, "list Nodes", func(ctx context.Context) (*corev1.NodeList, error) {
+		return cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	})
+	if err != nil {
+		return classifyAPIError(err, "failed to list Nodes in the workload cluster")
+	}
+	h.nodes, h.byIP = map[string]bool{}, map[string][]string{}
+	for _, n := range list.Items {
+		h.nodes[n.Name] = true
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				h.byIP[a.Address] = append(h.byIP[a.Address], n.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// classifyAPIError keeps the class of a workload apiserver error: a refusal for lack of
+// permission (401, 403) is a configuration problem that retrying does not fix
+// (etcd.ErrInvalidInput), not an unreachable etcd; errors that carry a class already keep it;
+// anything else means the apiserver could not be used (etcd.ErrUnreachable).
+func classifyAPIError(err error, what string) error {
+	switch {
+	case isClassified(err):
+		return fmt.Errorf("%s: %w", what, err)
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%w: %s: %w", etcd.ErrInvalidInput, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", etcd.ErrUnreachable, what, err)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -274,4 +276,47 @@ func memberListHas(ctx context.Context, m *etcdcluster.Member, node string) (boo
 		}
 	}
 	return false, nil
+}
+
+// AddDuplicateName leaves a member named like node's that was never removed, with another peer
+// URL, that does not run (a reused hostname); node's member keeps running.
+func (f *faults) AddDuplicateName(ctx context.Context, node string) error {
+	_, err := f.w.etcd.AddDuplicate(ctx, node)
+	return err
+}
+
+// HideMember deletes node's etcd Pod from the workload apiserver (its mirror Pod, as when a
+// kubelet stops reporting it); the member keeps running, but nothing reaches it.
+func (f *faults) HideMember(ctx context.Context, node string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: kubelet.EtcdPodName(node)}}
+	return f.w.APIServer.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))
+}
+
+// HasMemberID asks the running voters for a linearizable member list.
+func (f *faults) HasMemberID(ctx context.Context, id uint64) (bool, error) {
+	resp, err := f.memberList(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(resp.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }), nil
+}
+
+// MemberCount asks the running voters for a linearizable member list.
+func (f *faults) MemberCount(ctx context.Context) (int, error) {
+	resp, err := f.memberList(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(resp.Members), nil
+}
+
+func (f *faults) memberList(ctx context.Context) (*clientv3.MemberListResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cli, err := f.w.etcd.NewClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	return cli.MemberList(ctx)
 }

@@ -20,20 +20,22 @@ func (b *Backend) MoveLeader(ctx context.Context, fromMember, toMember etcd.Memb
 	if err != nil {
 		return etcd.LeaderMove{}, err
 	}
-	from, ok := o.snap.MemberByID(fromMember.ID)
-	if !ok || from.ID != o.snap.LeaderID {
+	from, leads, err := leaderToMove(o, fromMember.ID)
+	if err != nil {
+		return etcd.LeaderMove{}, err
+	}
+	if !leads {
 		return etcd.LeaderMove{Outcome: etcd.LeaderNotOnNode}, nil
 	}
-	fromNode := from.NodeName
+	fromNode := from.node
 	to, err := transferee(o.snap, toMember.ID)
 	if err != nil {
 		return etcd.LeaderMove{}, err
 	}
-	toNode := to.NodeName
-	if a, ok := o.answers[toNode]; !ok || !a.answered() {
+	if _, ok := o.answerOf(to.ID); !ok {
 		// etcd would wait for the transfer until the call timeout; a member that does not
 		// answer cannot take over anyway.
-		return etcd.LeaderMove{}, fmt.Errorf("%w: etcd member %s on Node %s is not answering; not moving leadership to it", etcd.ErrUnreachable, to, toNode)
+		return etcd.LeaderMove{}, fmt.Errorf("%w: etcd member %s on Node %s is not answering; not moving leadership to it", etcd.ErrUnreachable, to, to.NodeName)
 	}
 	c, err := b.pool.get(ctx, fromNode, o.creds)
 	if err != nil {
@@ -49,8 +51,23 @@ func (b *Backend) MoveLeader(ctx context.Context, fromMember, toMember etcd.Memb
 		b.pool.drop(fromNode, c)
 		return etcd.LeaderMove{}, fmt.Errorf("%w: failed to move etcd leadership from Node %s to %s: %w", etcd.ErrUnreachable, fromNode, to, err)
 	}
-	log.Info("Moved etcd leadership", "member", from.Name, "toMember", to.Name)
+	log.Info("Moved etcd leadership", "member", fromMember.String(), "toMember", to.String())
 	return etcd.LeaderMove{Outcome: etcd.LeaderMoved}, nil
+}
+
+// leaderToMove decides from the member's own Status whether it leads (its Leader is its own
+// ID): etcd accepts MoveLeader only from the leader, and a follower's belief about who leads may
+// be stale. A member that did not answer is an error when the others name it leader (its
+// leadership cannot be moved through it), and a no-op otherwise.
+func leaderToMove(o *observation, id uint64) (answer, bool, error) {
+	a, ok := o.answerOf(id)
+	switch {
+	case ok:
+		return a, a.leaderID == a.selfID, nil
+	case id != 0 && o.snap.LeaderID == id:
+		return a, false, fmt.Errorf("%w: etcd member %x leads but did not answer, so leadership cannot be moved through it", etcd.ErrUnreachable, id)
+	}
+	return a, false, nil
 }
 
 // MoveLeaderToCandidates moves leadership off member from to the first of candidates that

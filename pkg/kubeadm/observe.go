@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
@@ -20,10 +22,21 @@ type observation struct {
 	creds   *credentials
 }
 
-// Observe asks every member, in parallel, for its status, member list and alarms, and reports
-// what each said. Members that do not answer are evidence, not errors. Observe fails only when
-// no voting member answered: with etcd.ErrUnreachable, or etcd.ErrInvalidInput when the CA
-// Secret is unusable or no member's certificate is trusted.
+// answerOf returns the answer the member with the given ID gave about itself, as a member of
+// the observed cluster.
+func (o *observation) answerOf(id uint64) (answer, bool) {
+	for _, node := range sortedNodes(o.answers) {
+		if a := o.answers[node]; id != 0 && a.selfID == id && o.view.ofCluster(a) {
+			return a, true
+		}
+	}
+	return answer{}, false
+}
+
+// Observe asks the etcd of every etcd Pod in the workload cluster, in parallel, for its status
+// and member list, and reports what each said. Members that do not answer are evidence, not
+// errors. Observe fails only when no voting member answered: with etcd.ErrUnreachable, or
+// etcd.ErrInvalidInput when the CA Secret is unusable or no member's certificate is trusted.
 func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 	o, err := b.observe(ctx)
 	if err != nil {
@@ -43,35 +56,56 @@ func (b *Backend) observe(ctx context.Context) (*observation, error) {
 		// Connections authenticated with the previous CA's certificate must not be reused.
 		b.pool.dropAll()
 	}
-	answers, err := b.askMembers(ctx, creds)
+	answers, h, err := b.askMembers(ctx, creds)
 	if err != nil {
 		return nil, err
 	}
-	v := newView(answers)
+	known, last := b.memory()
+	v := newView(answers, known)
+	if v.members == nil && strangerAnswered(answers, v) && last != nil {
+		// Only members of another cluster answered: the member list is the last one this
+		// cluster's members reported, and the strangers' answers count against them.
+		v.members = last
+	}
 	if v.members == nil {
 		return nil, noAnswerError(answers)
 	}
-	snap := v.snapshot(answers, time.Now())
-	b.remember(snap)
+	if h.needNodes(v.members) {
+		if err := b.listNodes(ctx, &h); err != nil {
+			return nil, err
+		}
+	}
+	snap := v.snapshot(h.place(v.members), answers, time.Now())
+	b.remember(v, snap, answers)
 	log.V(4).Info("Observed etcd", "members", len(snap.Members), "answered", countAnswered(answers), "took", time.Since(start))
 	return &observation{snap: snap, view: v, answers: answers, creds: creds}, nil
 }
 
-// askMembers asks the members seen last time; then any member they report that was not asked;
-// and when none answered, the etcd Pods the apiserver knows.
-func (b *Backend) askMembers(ctx context.Context, creds *credentials) (map[string]answer, error) {
-	answers := b.askAll(ctx, b.knownNodes(), creds)
-	if countAnswered(answers) == 0 {
-		nodes, err := b.discover(ctx)
-		if err != nil {
-			return nil, err
+// askMembers lists the etcd Pods and asks every one of them. The members seen last time are
+// asked while the Pods are listed, so a warm observation costs the slower of the two, not both.
+func (b *Backend) askMembers(ctx context.Context, creds *credentials) (map[string]answer, hosts, error) {
+	var (
+		wg      sync.WaitGroup
+		pods    map[string]bool
+		podsErr error
+		early   map[string]answer
+	)
+	wg.Go(func() { pods, podsErr = b.etcdPods(ctx) })
+	wg.Go(func() { early = b.askAll(ctx, b.knownNodes(), creds) })
+	wg.Wait()
+	if podsErr != nil {
+		return nil, hosts{}, podsErr
+	}
+	answers := map[string]answer{}
+	for node, a := range early {
+		// A Node whose etcd Pod is gone is not asked: its answer would be through nothing.
+		if pods[node] {
+			answers[node] = a
 		}
-		merge(answers, b.askAll(ctx, notAsked(nodes, answers), creds))
 	}
-	if missing := notAsked(newView(answers).nodes(), answers); len(missing) > 0 {
-		merge(answers, b.askAll(ctx, missing, creds))
-	}
-	return answers, nil
+	nodes := slices.Sorted(maps.Keys(pods))
+	maps.Copy(answers, b.askAll(ctx, notAsked(nodes, answers), creds))
+	return answers, hosts{pods: pods}, nil
 }
 
 func (b *Backend) knownNodes() []string {
@@ -80,25 +114,47 @@ func (b *Backend) knownNodes() []string {
 	return slices.Clone(b.known)
 }
 
-// remember keeps the Nodes of the snapshot's members for the next observation, and closes
-// connections to Nodes that host no member any more.
-func (b *Backend) remember(s *etcd.Snapshot) {
+// memory returns the cluster ID this backend saw first and the member list seen last.
+func (b *Backend) memory() (uint64, []etcd.Member) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.clusterID, slices.Clone(b.lastMembers)
+}
+
+// remember keeps the cluster ID (once), the member list and the Nodes of the members for the
+// next observation, and closes connections to Nodes that run no etcd Pod any more.
+//
+// Note: the cluster ID is remembered for the life of the Backend. A member that answers with
+// another one is a stranger (for example a member whose data was wiped and that bootstrapped a
+// cluster of its own), even when it is the only one that answers. Restoring etcd from a backup
+// creates a new cluster ID; a provider that does so creates a new Backend.
+func (b *Backend) remember(v view, s *etcd.Snapshot, answers map[string]answer) {
 	keep := map[string]bool{}
+	for node := range answers {
+		keep[node] = true // every etcd Pod is asked again next time
+	}
 	var nodes []string
 	for _, m := range s.Members {
-		if m.NodeName != "" {
+		if m.NodeName != "" && !keep[m.NodeName] {
 			keep[m.NodeName] = true
 			nodes = append(nodes, m.NodeName)
 		}
 	}
 	b.mu.Lock()
+	if b.clusterID == 0 {
+		b.clusterID = v.clusterID
+	}
+	if v.clusterID == b.clusterID {
+		b.lastMembers = slices.Clone(v.members)
+	}
 	b.known = nodes
 	b.mu.Unlock()
 	b.pool.retain(keep)
 }
 
 // forgetAll closes every connection and forgets the known members, so the next observation
-// starts cold (Pod discovery, a new port-forward per member). The client certificate is kept.
+// starts cold (a new port-forward per member). The client certificate and the cluster ID are
+// kept.
 func (b *Backend) forgetAll() {
 	b.mu.Lock()
 	b.known = nil
@@ -106,10 +162,14 @@ func (b *Backend) forgetAll() {
 	b.pool.dropAll()
 }
 
-func merge(into, from map[string]answer) {
-	for k, v := range from {
-		into[k] = v
+// strangerAnswered reports whether a member of another cluster than the view's answered.
+func strangerAnswered(answers map[string]answer, v view) bool {
+	for _, a := range answers {
+		if a.answered() && a.clusterID != 0 && !v.ofCluster(a) {
+			return true
+		}
 	}
+	return false
 }
 
 func notAsked(nodes []string, answers map[string]answer) []string {
@@ -160,10 +220,5 @@ func noAnswerError(answers map[string]answer) error {
 }
 
 func sortedNodes(answers map[string]answer) []string {
-	nodes := make([]string, 0, len(answers))
-	for n := range answers {
-		nodes = append(nodes, n)
-	}
-	slices.Sort(nodes)
-	return nodes
+	return slices.Sorted(maps.Keys(answers))
 }

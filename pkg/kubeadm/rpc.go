@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // call runs one etcd call with its own deadline, CallTimeout.
@@ -43,4 +45,9 @@ func isEtcdAnswer(err error) bool {
 	}
 	s, ok := status.FromError(err)
 	return ok && s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded && s.Code() != codes.Canceled
+}
+
+// isClassified reports whether err already carries one of the etcd error classes.
+func isClassified(err error) bool {
+	return errors.Is(err, etcd.ErrUnreachable) || errors.Is(err, etcd.ErrRefused) || errors.Is(err, etcd.ErrInvalidInput)
 }

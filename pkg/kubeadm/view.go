@@ -5,41 +5,43 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// view is what the majority of answering members say: the cluster ID, the member list and the
-// leader. Disagreeing members keep their own answers as evidence, so pkg/etcd can name them.
+// view is what the members of one cluster say: its cluster ID, the member list most of them
+// report, the leader and the cluster's alarms. Members that disagree keep their own answers as
+// evidence, so pkg/etcd can name them.
 type view struct {
 	clusterID uint64
 	members   []etcd.Member
 	leaderID  uint64
+	alarms    []memberAlarm
 }
 
-// newView picks the most reported cluster ID, then the most reported member list among
-// members of that cluster, then the most reported leader. Ties go to the smallest value, so
-// the view is deterministic.
-func newView(answers map[string]answer) view {
-	var v view
-	ids := map[uint64]int{}
-	for _, a := range answers {
-		if a.answered() && a.clusterID != 0 {
-			ids[a.clusterID]++
+// newView builds the view of the cluster known by knownID (the cluster ID seen first by this
+// backend), or, before one is known, of the most reported cluster ID. Answers from another
+// cluster never shape it: a re-bootstrapped member answering alone must not become the cluster.
+// Ties go to the smallest value, so the view is deterministic.
+func newView(answers map[string]answer, knownID uint64) view {
+	v := view{clusterID: knownID}
+	if v.clusterID == 0 {
+		ids := map[uint64]int{}
+		for _, a := range answers {
+			if a.answered() && a.clusterID != 0 {
+				ids[a.clusterID]++
+			}
 		}
+		v.clusterID = mostFrequent(ids)
 	}
-	v.clusterID = mostFrequent(ids)
-	lists, leaders := map[string]int{}, map[uint64]int{}
+	lists := map[string]int{}
 	byKey := map[string][]etcd.Member{}
 	for _, node := range sortedNodes(answers) {
 		a := answers[node]
-		if !a.answered() || a.clusterID != v.clusterID {
+		if !v.ofCluster(a) {
 			continue
 		}
-		if a.leaderID != 0 {
-			leaders[a.leaderID]++
-		}
+		v.alarms = addAlarms(v.alarms, a.alarms)
 		if a.members != nil {
 			k := listKey(a.members)
 			lists[k]++
@@ -49,10 +51,54 @@ func newView(answers map[string]answer) view {
 		}
 	}
 	if len(lists) > 0 {
-		v.members = byKey[mostFrequent(lists)]
+		v.members = slices.Clone(byKey[mostFrequent(lists)])
 	}
-	v.leaderID = mostFrequent(leaders)
+	v.leaderID = leaderOf(answers, v)
 	return v
+}
+
+// ofCluster reports whether a is an answer of a member of the view's cluster.
+func (v view) ofCluster(a answer) bool {
+	return a.answered() && a.clusterID != 0 && a.clusterID == v.clusterID
+}
+
+// leaderOf decides who leads from each member's own Status: the member that says it leads
+// (Leader == its own ID), in the highest raft term when a deposed leader has not noticed yet.
+// Only when no member that answered leads does it fall back to the leader the followers name
+// (the leader's own Pod may be unreachable while it leads); MoveLeader never acts on that.
+func leaderOf(answers map[string]answer, v view) uint64 {
+	var best answer
+	followers := map[uint64]int{}
+	for _, node := range sortedNodes(answers) {
+		a := answers[node]
+		if !v.ofCluster(a) || a.leaderID == 0 {
+			continue
+		}
+		if a.leaderID != a.selfID {
+			followers[a.leaderID]++
+			continue
+		}
+		if best.selfID == 0 || a.raftTerm > best.raftTerm || (a.raftTerm == best.raftTerm && a.selfID < best.selfID) {
+			best = a
+		}
+	}
+	if best.selfID != 0 {
+		return best.selfID
+	}
+	return mostFrequent(followers)
+}
+
+// addAlarms adds the alarms not in to yet.
+func addAlarms(to, from []memberAlarm) []memberAlarm {
+	for _, al := range from {
+		if al.alarm != "" && al.alarm != "NONE" && !slices.Contains(to, al) {
+			to = append(to, al)
+		}
+	}
+	slices.SortFunc(to, func(a, b memberAlarm) int {
+		return cmp.Or(cmp.Compare(a.memberID, b.memberID), cmp.Compare(a.alarm, b.alarm))
+	})
+	return to
 }
 
 // mostFrequent returns the most frequent key, the smallest on ties; zero for none.
@@ -74,62 +120,4 @@ func listKey(ms []etcd.Member) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
-}
-
-// nodes returns the Nodes hosting the view's started members.
-func (v view) nodes() []string {
-	var out []string
-	for _, m := range v.members {
-		if m.NodeName != "" {
-			out = append(out, m.NodeName)
-		}
-	}
-	return out
-}
-
-// memberOnNode returns the view's member hosted on node.
-func (v view) memberOnNode(node string) (etcd.Member, bool) {
-	for _, m := range v.members {
-		if m.NodeName == node {
-			return m, true
-		}
-	}
-	return etcd.Member{}, false
-}
-
-// snapshot builds the Snapshot: the view's members and leader, and one piece of evidence per
-// Node asked. Evidence is filed under the member the view places on that Node, so an answer
-// from another cluster on that Node (split brain) counts against that member.
-func (v view) snapshot(answers map[string]answer, now time.Time) *etcd.Snapshot {
-	s := &etcd.Snapshot{Backend: BackendName, ObservedAt: now, Members: v.members, LeaderID: v.leaderID}
-	for _, node := range sortedNodes(answers) {
-		a := answers[node]
-		id := a.selfID
-		if m, ok := v.memberOnNode(node); ok {
-			id = m.ID
-		}
-		if id == 0 {
-			// Nothing on this Node is a member and it did not answer: nothing to say.
-			continue
-		}
-		s.Evidence = append(s.Evidence, evidence(a, id))
-	}
-	return s
-}
-
-// evidence records what the member on a.node said, or why it did not.
-func evidence(a answer, id uint64) etcd.MemberEvidence {
-	ev := etcd.MemberEvidence{MemberID: id, NodeName: a.node, ObservedAt: a.at}
-	if !a.answered() {
-		ev.Contact, ev.Error = etcd.ContactUnreachable, a.err.Error()
-		return ev
-	}
-	ev.Contact = etcd.ContactAnswered
-	ev.ClusterID, ev.Members, ev.LeaderID, ev.Errors = a.clusterID, a.members, a.leaderID, a.errors
-	for _, al := range a.alarms {
-		if al.memberID == a.selfID && al.alarm != "NONE" {
-			ev.Alarms = append(ev.Alarms, al.alarm)
-		}
-	}
-	return ev
 }

@@ -72,6 +72,12 @@ func (c *Cluster) PromoteMember(ctx context.Context, name string) error {
 	if m == nil {
 		return fmt.Errorf("failed to promote etcd member %s: no such member", name)
 	}
+	return c.promote(ctx, m)
+}
+
+// promote promotes learner m, retrying while etcd reports that it is not in sync yet.
+func (c *Cluster) promote(ctx context.Context, m *Member) error {
+	name := m.Name()
 	cli, err := c.NewClient(ctx)
 	if err != nil {
 		return err
