@@ -67,5 +67,6 @@ generate: $(CONTROLLER_GEN) ## Deepcopy, CRDs and RBAC from controller-gen marke
 		$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases; \
 	else echo "generate: no API types with +kubebuilder:object:root yet"; fi
 	@if grep -rlq '+kubebuilder:rbac' controlplane cmd 2>/dev/null; then \
-		$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controlplane/... paths=./cmd/... output:rbac:artifacts:config=config/rbac; \
+		$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controlplane/... $$([ -d cmd ] && echo paths=./cmd/...) output:rbac:artifacts:config=config/rbac; \
+		$(CONTROLLER_GEN) webhook paths=./controlplane/... output:webhook:artifacts:config=config/webhook; \
 	else echo "generate: no RBAC markers yet"; fi

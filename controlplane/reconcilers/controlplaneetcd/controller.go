@@ -1,0 +1,185 @@
+package controlplaneetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+)
+
+// +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=*,verbs=get;list;watch
+
+// Reconciler reconciles ControlPlaneEtcd objects.
+type Reconciler struct {
+	// Client is the manager's (cached) client of the management cluster.
+	Client client.Client
+	// ClusterCache reaches the workload clusters.
+	ClusterCache clustercache.ClusterCache
+	// Backends hands out each Cluster's etcd.Cluster.
+	Backends *backends.Registry
+	// Recorder records Events on Machines and ControlPlaneEtcds.
+	Recorder record.EventRecorder
+	// CallTimeout bounds one observation; zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// Now returns the current time; nil means time.Now. Only used for testing.
+	Now func() time.Time
+
+	controller controller.Controller
+}
+
+// SetupWithManager adds the controller to mgr. Node events of workload clusters reach it through
+// ClusterCache watches added on the first reconcile of each Cluster.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	switch {
+	case r.Client == nil:
+		return errors.New("failed to set up the ControlPlaneEtcd controller: Client is nil")
+	case r.ClusterCache == nil:
+		return errors.New("failed to set up the ControlPlaneEtcd controller: ClusterCache is nil")
+	case r.Backends == nil:
+		return errors.New("failed to set up the ControlPlaneEtcd controller: Backends is nil")
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor(controllerName + "-controller")
+	}
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ControlPlaneEtcd{}).
+		Named(controllerName).
+		WithOptions(options).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlaneEtcd)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineToControlPlaneEtcd)).
+		WatchesRawSource(r.ClusterCache.GetClusterSource(controllerName, r.clusterToControlPlaneEtcd)).
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("failed to set up the ControlPlaneEtcd controller: %w", err)
+	}
+	r.controller = c
+	return nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) callTimeout() time.Duration {
+	if r.CallTimeout > 0 {
+		return r.CallTimeout
+	}
+	return DefaultCallTimeout
+}
+
+// Reconcile observes one Cluster's etcd, acts on it in Manage mode, and writes the status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	cpe := &v1alpha1.ControlPlaneEtcd{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cpe); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cpe.Namespace, Name: cpe.Spec.ClusterName}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.Info("Waiting for Cluster to exist", "Cluster", klog.KRef(cpe.Namespace, cpe.Spec.ClusterName))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("failed to get Cluster %s: %w", cpe.Spec.ClusterName, err)
+	}
+	log = log.WithValues("Cluster", klog.KObj(cluster))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	helper, err := patch.NewHelper(cpe, r.Client)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to create a patch helper for ControlPlaneEtcd %s: %w", klog.KObj(cpe), err)
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, cpe); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	s, err := r.newScope(ctx, cpe, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		setStatus(s)
+		opts := []patch.Option{patch.WithOwnedConditions{Conditions: ownedConditions}}
+		if reterr == nil {
+			opts = append(opts, patch.WithStatusObservedGeneration{})
+		}
+		if err := helper.Patch(ctx, cpe, opts...); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch ControlPlaneEtcd %s: %w", klog.KObj(cpe), err)})
+		}
+	}()
+	return r.reconcile(ctx, s)
+}
+
+// ownedConditions are every condition this controller sets, on every pass.
+var ownedConditions = []string{
+	v1alpha1.EtcdClusterHealthyCondition,
+	v1alpha1.AvailableCondition,
+	v1alpha1.DegradedCondition,
+	v1alpha1.ProgressingCondition,
+	v1alpha1.PausedCondition,
+}
+
+// reconcile runs the phases in order; each returns early when it made a change or must wait.
+func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, error) {
+	r.observe(ctx, s)
+	if err := r.watchNodes(ctx, s); err != nil {
+		ctrl.LoggerFrom(ctx).V(4).Info("Not watching workload Nodes yet", "err", err.Error())
+	}
+	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
+		return s.requeue(), nil
+	}
+	if err := r.ensureHooks(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if result, err := r.reconcileDeletingMachines(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
+	if result, err := r.reconcileGhosts(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
+	return s.requeue(), nil
+}
+
+// watchNodes makes Node changes of the workload cluster reconcile this ControlPlaneEtcd: K3s
+// reports member health and removals on Nodes, and kubeadm members live on them.
+func (r *Reconciler) watchNodes(ctx context.Context, s *scope) error {
+	if r.controller == nil {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(s.cpe)
+	return r.ClusterCache.Watch(ctx, client.ObjectKeyFromObject(s.cluster), clustercache.NewWatcher(clustercache.WatcherOptions{
+		Name:    controllerName + "-nodes",
+		Watcher: r.controller,
+		Kind:    &corev1.Node{},
+		EventHandler: handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
+			return []ctrl.Request{{NamespacedName: key}}
+		}),
+		Predicates: []predicate.Predicate{nodeChanged()},
+	}))
+}

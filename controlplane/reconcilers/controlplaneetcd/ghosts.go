@@ -1,0 +1,70 @@
+package controlplaneetcd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// reconcileGhosts removes one member that no control-plane Machine accounts for (a member on no
+// Machine's Node, or a learner that never started because its Machine's Node never registered),
+// in Manage mode on kubeadm clusters. K3s cannot see such members (its snapshots declare the
+// blind spot), so EtcdClusterHealthy reports that instead.
+//
+// Note: while a Machine is provisioning its member may not be mapped yet, so nothing is removed
+// then (as KCP does); and the removal must keep quorum like any other.
+func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.cpe.Spec.Backend != v1alpha1.BackendKubeadm || s.snapshot == nil || s.controlPlaneDeleting {
+		return ctrl.Result{}, nil
+	}
+	for _, m := range s.machines {
+		if m.Status.NodeRef.Name == "" && m.DeletionTimestamp.IsZero() {
+			return ctrl.Result{}, nil
+		}
+	}
+	ghost, ok := s.firstGhost()
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("memberName", ghost.Name, "memberID", strconv.FormatUint(ghost.ID, 16))
+	verdict := etcd.CanRemoveMember(s.snapshot, s.now, ghost)
+	log.V(2).Info("Quorum projection for ghost member removal", "allowed", verdict.Allowed, "reason", verdict.Reason, "message", verdict.Message)
+	if !verdict.Allowed {
+		return ctrl.Result{}, nil
+	}
+	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
+	defer cancel()
+	removal, err := s.backend.RemoveMember(callCtx, ghost)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to remove ghost etcd member %s of ControlPlaneEtcd %s: %w", ghost, klog.KObj(s.cpe), err)
+	}
+	log.Info("Ghost member removal", "state", removal.State, "reason", removal.Reason)
+	if removal.State == etcd.RemovalRemoved {
+		r.Recorder.Eventf(s.cpe, corev1.EventTypeNormal, v1alpha1.EventGhostMemberRemoved, "Removed etcd member %s (%x), which no control-plane Machine hosts", ghost, ghost.ID)
+	}
+	s.wantRequeue(removalPollInterval)
+	return s.requeue(), nil
+}
+
+// firstGhost picks the member to remove first: never-started members and learners before
+// others (RemovalOrder), so every pass picks the same one.
+func (s *scope) firstGhost() (etcd.Member, bool) {
+	var ghosts []etcd.Member
+	for _, m := range s.snapshot.Members {
+		if !m.Started() || s.machineOnNode(m.NodeName) == nil {
+			ghosts = append(ghosts, m)
+		}
+	}
+	if len(ghosts) == 0 || len(ghosts) == len(s.snapshot.Members) {
+		return etcd.Member{}, false
+	}
+	return etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), ghosts)[0], true
+}
+

@@ -1,0 +1,318 @@
+package controlplaneetcd
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// ensureHooks puts the pre-terminate hook on every control-plane Machine that is not deleting,
+// so any deletion (scale-down, remediation, kubectl delete) drains the Node before the member
+// is removed. Adding a hook is no membership change, so all Machines are handled in one pass.
+func (r *Reconciler) ensureHooks(ctx context.Context, s *scope) error {
+	for _, m := range s.machines {
+		if !m.DeletionTimestamp.IsZero() || m.Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {
+			continue
+		}
+		before := m.DeepCopy()
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[v1alpha1.PreTerminateHookAnnotation] = v1alpha1.PreTerminateHookValue
+		if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
+			return fmt.Errorf("failed to add the pre-terminate hook to Machine %s: %w", klog.KObj(m), err)
+		}
+	}
+	return nil
+}
+
+// holdsMachine reports whether a hook this controller releases holds the Machine: its own, or
+// the legacy cluster-api-k3s hook when no KThreesControlPlane is left to release it.
+func (s *scope) holdsMachine(m *clusterv1.Machine) bool {
+	if m.Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {
+		return true
+	}
+	return s.adoptsLegacyHook(m)
+}
+
+func (s *scope) adoptsLegacyHook(m *clusterv1.Machine) bool {
+	return s.legacyHookAdoptable && m.Annotations[v1alpha1.LegacyK3sHookAnnotation] == v1alpha1.LegacyK3sHookValue
+}
+
+// otherPreTerminateHooks lists the pre-terminate hooks on m that this controller does not
+// release: ours runs last, after KCP's kcp-cleanup and any other.
+func (s *scope) otherPreTerminateHooks(m *clusterv1.Machine) []string {
+	var out []string
+	for k := range m.Annotations {
+		if !strings.HasPrefix(k, clusterv1.PreTerminateDeleteHookAnnotationPrefix) || k == v1alpha1.PreTerminateHookAnnotation {
+			continue
+		}
+		if k == v1alpha1.LegacyK3sHookAnnotation && s.adoptsLegacyHook(m) {
+			continue
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// reconcileDeletingMachines runs the removal flow for the deleting Machine held longest (oldest
+// deletion timestamp, then name), so every pass picks the same one and makes at most one change.
+func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var held []*clusterv1.Machine
+	for _, m := range s.machines {
+		if !m.DeletionTimestamp.IsZero() && s.holdsMachine(m) {
+			held = append(held, m)
+		}
+	}
+	slices.SortFunc(held, func(a, b *clusterv1.Machine) int {
+		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+	for _, m := range held {
+		log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
+		done, err := r.reconcileDeletingMachine(ctrl.LoggerInto(ctx, log), s, m)
+		if err != nil || !done {
+			return s.requeue(), err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileDeletingMachine moves one Machine's removal flow one step. It reports done when the
+// hook is released (the next Machine may be looked at in the same pass, since releasing a hook
+// changes no membership).
+func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *clusterv1.Machine) (bool, error) {
+	if why := releaseWithoutRemoval(s, m); why != "" {
+		return true, r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
+	}
+	if reason := deletingReason(m); reason != clusterv1.MachineDeletingWaitingForPreTerminateHookReason {
+		// Drain and volume detach are not over; the Machine watch wakes us when they are.
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s is deleting; waiting for drain and volume detach (Deleting reason %q)", m.Name, reason))
+		return false, nil
+	}
+	if others := s.otherPreTerminateHooks(m); len(others) > 0 {
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for pre-terminate hooks %s to be released first", m.Name, strings.Join(others, ", ")))
+		return false, nil
+	}
+	return r.removeMembersOf(ctx, s, m)
+}
+
+// releaseWithoutRemoval says why the hook may go without removing a member, or "".
+func releaseWithoutRemoval(s *scope, m *clusterv1.Machine) string {
+	switch {
+	case m.Annotations[v1alpha1.ReleaseHookAnnotation] != "":
+		return fmt.Sprintf("released by annotation %s", v1alpha1.ReleaseHookAnnotation)
+	case !s.cluster.DeletionTimestamp.IsZero():
+		return "the Cluster is being deleted"
+	case s.controlPlaneDeleting:
+		return "the control plane is being deleted"
+	case m.Status.NodeRef.Name == "" && (s.snapshot == nil || !hostsMemberByName(s.snapshot, m.Name)):
+		return "the Machine never had a Node and hosts no etcd member"
+	}
+	return ""
+}
+
+// hostsMemberByName covers a Machine whose Node never registered but whose member started
+// under the Machine's name.
+func hostsMemberByName(snap *etcd.Snapshot, name string) bool {
+	return slices.ContainsFunc(snap.Members, func(mb etcd.Member) bool { return mb.Name == name })
+}
+
+func deletingReason(m *clusterv1.Machine) string {
+	if c := conditions.Get(m, clusterv1.MachineDeletingCondition); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// removeMembersOf runs one step of: fresh observation → quorum projection → move leadership →
+// remove the member → (next pass) confirm → release.
+func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1.Machine) (bool, error) {
+	node := m.Status.NodeRef.Name
+	if s.snapshot == nil {
+		r.setBlocked(s, m, fmt.Sprintf("etcd could not be observed, so removing the member of Machine %s is not known to be safe: %v", m.Name, s.observeErr))
+		return false, nil
+	}
+	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.snapshot.MembersOnNode(node))
+	switch {
+	case len(targets) == 0:
+		return true, r.releaseRemoved(ctx, s, m, fmt.Sprintf("no etcd member is hosted on Node %s any more", node))
+	case len(targets) == len(s.snapshot.Members):
+		return true, r.release(ctx, s, m, fmt.Sprintf("Node %s hosts the last etcd member, which is never removed", node), v1alpha1.EventHookReleased)
+	}
+	target := targets[0]
+	rec := s.removalRecord(m, target)
+	if rec.Result == v1alpha1.RemovalRejected || rec.Result == v1alpha1.RemovalTimedOut {
+		// Stopped for a person to look; the member going away by other means still releases.
+		s.setProgressing(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. Set annotation %s on the Machine to release it", rec.Member, m.Name, rec.Message, v1alpha1.ReleaseHookAnnotation))
+		return false, nil
+	}
+	if s.now.Sub(rec.StartTime.Time) > s.cpe.Spec.MemberRemovalTimeoutOrDefault() {
+		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalTimedOut, v1alpha1.EventMemberRemovalTimedOut,
+			fmt.Sprintf("the removal waited longer than %s", s.cpe.Spec.MemberRemovalTimeoutOrDefault()))
+	}
+	return r.removeMember(ctx, s, m, target)
+}
+
+// removeMember re-checks quorum on a fresh observation, moves leadership off the target if it
+// leads, or else asks for the removal: one change per pass.
+func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (bool, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("memberName", target.Name, "memberID", strconv.FormatUint(target.ID, 16))
+	// Important! This is the safety net right before the destructive call: the snapshot is this
+	// pass's own, taken moments ago.
+	verdict := etcd.CanRemoveMember(s.snapshot, s.now, target)
+	log.V(2).Info("Quorum projection for member removal", "allowed", verdict.Allowed, "reason", verdict.Reason, "message", verdict.Message)
+	if !verdict.Allowed {
+		r.setBlocked(s, m, fmt.Sprintf("Removing etcd member %s of Machine %s is not safe now (%s): %s", target, m.Name, verdict.Reason, verdict.Message))
+		return false, nil
+	}
+	if moved, err := r.moveLeadershipOff(ctx, s, m, target); err != nil || moved {
+		s.wantRequeue(removalPollInterval)
+		return false, err
+	}
+	s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "removal requested")
+	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
+	defer cancel()
+	removal, err := s.backend.RemoveMember(callCtx, target)
+	if err != nil {
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s failed, retrying: %v", target, m.Name, err))
+		s.wantRequeue(removalPollInterval)
+		log.Info("Member removal failed, retrying", "err", err.Error())
+		return false, nil
+	}
+	log.Info("Member removal", "state", removal.State, "reason", removal.Reason)
+	switch removal.State {
+	case etcd.RemovalRemoved:
+		r.Recorder.Eventf(m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoved, "Removed etcd member %s (%x) of Node %s", target, target.ID, target.NodeName)
+		// Next pass confirms on a fresh observation and releases the hook (or removes the next
+		// member of the same Node).
+		s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "member removed; confirming")
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s; confirming", target, m.Name))
+		s.wantRequeue(confirmRequeueAfter)
+		return false, nil
+	case etcd.RemovalRejected:
+		rec := s.removalRecord(m, target)
+		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
+	}
+	r.Recorder.Eventf(m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoving, "Removing etcd member %s (%x) of Node %s: %s", target, target.ID, target.NodeName, removal.Reason)
+	s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", target, m.Name, removal.Reason))
+	s.wantRequeue(removalPollInterval)
+	return false, nil
+}
+
+// moveLeadershipOff moves leadership to the best candidate when target leads. It reports moved
+// when leadership changed (a change: the pass ends there).
+func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (bool, error) {
+	if s.snapshot.LeaderID != target.ID {
+		return false, nil
+	}
+	candidates := etcd.LeaderCandidates(etcd.AssessMembers(s.snapshot, s.now), s.machineFacts(), target)
+	var errs []string
+	for _, c := range candidates {
+		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
+		move, err := s.backend.MoveLeader(callCtx, target, c)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", c, err))
+			continue
+		}
+		switch move.Outcome {
+		case etcd.LeaderMoved:
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, v1alpha1.EventLeaderMoved, "Moved etcd leadership from %s to %s before removing it", target, c)
+			s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Moved etcd leadership from %s to %s", target, c))
+			return true, nil
+		case etcd.LeaderMoveByBackend:
+			if move.Warning != "" {
+				r.Recorder.Event(m, corev1.EventTypeNormal, v1alpha1.EventLeaderMoved, move.Warning)
+			}
+		}
+		return false, nil
+	}
+	if len(errs) > 0 {
+		return false, fmt.Errorf("failed to move etcd leadership off %s: %s", target, strings.Join(errs, "; "))
+	}
+	return false, nil
+}
+
+func progressReasonFor(res v1alpha1.RemovalResult) string {
+	if res == v1alpha1.RemovalRejected {
+		return v1alpha1.ProgressingRemovalRejectedReason
+	}
+	return v1alpha1.ProgressingRemovalTimedOutReason
+}
+
+// stopRemoval keeps the hook, records why and tells the Machine's watchers.
+func (r *Reconciler) stopRemoval(s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, res v1alpha1.RemovalResult, event, why string) error {
+	rec.Result, rec.Message, rec.EndTime = res, why, &metav1.Time{Time: s.now}
+	s.cpe.Status.Removal = &rec
+	r.Recorder.Eventf(m, corev1.EventTypeWarning, event, "Keeping the pre-terminate hook: removal of etcd member %s %s: %s. Set annotation %s on the Machine to release it", rec.Member, strings.ToLower(string(res)), why, v1alpha1.ReleaseHookAnnotation)
+	s.setProgressing(progressReasonFor(res), fmt.Sprintf("Removal of etcd member %s of Machine %s %s: %s", rec.Member, m.Name, strings.ToLower(string(res)), why))
+	return nil
+}
+
+// setBlocked says a deleting Machine waits on an unsafe removal, on the status and the Machine.
+func (r *Reconciler) setBlocked(s *scope, m *clusterv1.Machine, msg string) {
+	s.setProgressing(v1alpha1.ProgressingRemovalBlockedReason, msg)
+	r.Recorder.Event(m, corev1.EventTypeWarning, v1alpha1.EventMemberRemovalBlocked, msg)
+	s.wantRequeue(blockedRecheckInterval)
+}
+
+func (s *scope) setProgressing(reason, msg string) {
+	s.progressing = &metav1.Condition{Type: v1alpha1.ProgressingCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
+}
+
+// removalRecord returns the recorded removal of target for m, or a new one starting now.
+func (s *scope) removalRecord(m *clusterv1.Machine, target etcd.Member) v1alpha1.MemberRemovalStatus {
+	id := strconv.FormatUint(target.ID, 16)
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.MemberID == id {
+		return *rec
+	}
+	return v1alpha1.MemberRemovalStatus{Member: target.String(), MemberID: id, MachineName: m.Name, NodeName: target.NodeName,
+		StartTime: metav1.Time{Time: s.now}, Result: v1alpha1.RemovalInProgress}
+}
+
+func (s *scope) recordRemoval(m *clusterv1.Machine, target etcd.Member, res v1alpha1.RemovalResult, msg string) {
+	rec := s.removalRecord(m, target)
+	rec.Result, rec.Message = res, msg
+	s.cpe.Status.Removal = &rec
+}
+
+// releaseRemoved releases the hook of a Machine whose members are gone, closing its record.
+func (r *Reconciler) releaseRemoved(ctx context.Context, s *scope, m *clusterv1.Machine, why string) error {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.EndTime == nil {
+		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalRemoved, why, &metav1.Time{Time: s.now}
+	}
+	return r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
+}
+
+// release removes the hooks this controller holds m with.
+func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine, why, event string) error {
+	before := m.DeepCopy()
+	delete(m.Annotations, v1alpha1.PreTerminateHookAnnotation)
+	if s.adoptsLegacyHook(m) {
+		delete(m.Annotations, v1alpha1.LegacyK3sHookAnnotation)
+	}
+	if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to release the pre-terminate hook of Machine %s: %w", klog.KObj(m), err)
+	}
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.EndTime == nil {
+		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalReleased, why, &metav1.Time{Time: s.now}
+	}
+	ctrl.LoggerFrom(ctx).Info("Released the pre-terminate hook", "why", why)
+	r.Recorder.Eventf(m, corev1.EventTypeNormal, event, "Released the etcd-adapter pre-terminate hook: %s", why)
+	return nil
+}

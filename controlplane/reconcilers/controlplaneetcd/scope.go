@@ -1,0 +1,125 @@
+package controlplaneetcd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// scope is what one pass knows: gathered at its start, added to by the phases, and turned into
+// the status at its end.
+type scope struct {
+	cpe      *v1alpha1.ControlPlaneEtcd
+	cluster  *clusterv1.Cluster
+	machines []*clusterv1.Machine
+	now      time.Time
+
+	// controlPlaneDeleting is true when the Cluster or its control-plane object is being deleted.
+	controlPlaneDeleting bool
+	// legacyHookAdoptable is true when no KThreesControlPlane is left to release the legacy hook.
+	legacyHookAdoptable bool
+
+	backend    etcd.Cluster
+	snapshot   *etcd.Snapshot
+	observeErr error
+
+	// progressing is set by a phase that has a membership change under way or blocked.
+	progressing *metav1.Condition
+	// requeueAfter is the shortest wait a phase asked for; zero means the observation interval.
+	requeueAfter time.Duration
+}
+
+func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtcd, cluster *clusterv1.Cluster) (*scope, error) {
+	s := &scope{cpe: cpe, cluster: cluster, now: r.now()}
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name},
+		client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+		return nil, fmt.Errorf("failed to list control-plane Machines of Cluster %s: %w", cluster.Name, err)
+	}
+	for i := range machines.Items {
+		s.machines = append(s.machines, &machines.Items[i])
+	}
+	slices.SortFunc(s.machines, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
+	cp, err := r.controlPlane(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	s.controlPlaneDeleting = !cluster.DeletionTimestamp.IsZero() || (cp != nil && !cp.DeletionTimestamp.IsZero())
+	s.legacyHookAdoptable = cluster.Spec.ControlPlaneRef.Kind != kthreesControlPlaneKind || cp == nil
+	return s, nil
+}
+
+// kthreesControlPlaneKind is cluster-api-k3s's control-plane kind.
+const kthreesControlPlaneKind = "KThreesControlPlane"
+
+// controlPlane reads the metadata of the Cluster's control-plane object; nil when the Cluster
+// has none, or its kind is not installed, or it is gone.
+func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluster) (*metav1.PartialObjectMetadata, error) {
+	ref := cluster.Spec.ControlPlaneRef
+	if !ref.IsDefined() {
+		return nil, nil
+	}
+	mapping, err := r.Client.RESTMapper().RESTMapping(ref.GroupKind())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(4).Info("Control-plane kind is not installed", "kind", ref.Kind, "err", err.Error())
+		return nil, nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, obj); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to get %s %s of Cluster %s: %w", ref.Kind, ref.Name, cluster.Name, err)
+	}
+	return obj, nil
+}
+
+// machineFacts are the decision inputs of every control-plane Machine.
+func (s *scope) machineFacts() []etcd.Machine {
+	out := make([]etcd.Machine, 0, len(s.machines))
+	for _, m := range s.machines {
+		out = append(out, etcd.MachineFacts(m))
+	}
+	return out
+}
+
+// machineOnNode returns the control-plane Machine whose Node is node.
+func (s *scope) machineOnNode(node string) *clusterv1.Machine {
+	for _, m := range s.machines {
+		if node != "" && m.Status.NodeRef.Name == node {
+			return m
+		}
+	}
+	return nil
+}
+
+// wantRequeue records that a phase wants to be back within d.
+func (s *scope) wantRequeue(d time.Duration) {
+	if s.requeueAfter == 0 || d < s.requeueAfter {
+		s.requeueAfter = d
+	}
+}
+
+// requeue is the pass's result: the shortest wait asked for, at most the observation interval.
+func (s *scope) requeue() ctrl.Result {
+	d := s.cpe.Spec.ObservationIntervalOrDefault()
+	if s.observeErr != nil {
+		d = min(d, unreachableRetryInterval)
+	}
+	if s.requeueAfter > 0 {
+		d = min(d, s.requeueAfter)
+	}
+	return ctrl.Result{RequeueAfter: d}
+}

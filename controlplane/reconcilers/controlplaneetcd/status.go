@@ -1,0 +1,198 @@
+package controlplaneetcd
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+// setStatus writes everything the pass learned. It writes no timestamps of its own, so a pass
+// that learned nothing new leaves the object unchanged and the patch is empty.
+func setStatus(s *scope) {
+	st := &s.cpe.Status
+	verdict := etcd.AssessHealth(etcd.HealthInput{Snapshot: s.snapshot, ObserveErr: s.observeErr, Machines: s.machineFacts(), Now: s.now})
+	conditions.Set(s.cpe, verdict.Cluster)
+	if s.snapshot == nil {
+		markMembersUnknown(st, verdict.Cluster)
+		setUnobservedConditions(s, verdict.Cluster)
+		setProgressing(s)
+		return
+	}
+	st.Members = memberStatuses(s, verdict.Members)
+	st.MemberCount = ptr.To(int32(len(st.Members)))
+	st.Leader = ""
+	if l, ok := s.snapshot.Leader(); ok {
+		st.Leader = l.Name
+	}
+	st.ClusterID = clusterID(s.snapshot)
+	voters, healthy := countVoters(verdict.Members)
+	st.Voters, st.HealthyVoters = ptr.To(voters), ptr.To(healthy)
+	st.FaultTolerance = ptr.To(max(0, healthy-(voters/2+1)))
+	setAvailability(s, voters, healthy)
+	setProgressing(s)
+}
+
+func memberStatuses(s *scope, members []etcd.MemberHealth) []v1alpha1.EtcdMemberStatus {
+	out := make([]v1alpha1.EtcdMemberStatus, 0, len(members))
+	for _, mh := range members {
+		m := mh.Member
+		ms := v1alpha1.EtcdMemberStatus{
+			Name: m.Name, ID: strconv.FormatUint(m.ID, 16), NodeName: m.NodeName,
+			Role: role(s.snapshot, m), Health: v1alpha1.MemberHealth(mh.Health), Reason: memberReason(mh.Health), Message: mh.Message,
+		}
+		if machine := s.machineOnNode(m.NodeName); machine != nil {
+			ms.MachineName = machine.Name
+		}
+		if ev, ok := s.snapshot.EvidenceFor(m.ID); ok {
+			for _, a := range ev.Alarms {
+				ms.Alarms = append(ms.Alarms, string(a))
+			}
+			slices.Sort(ms.Alarms)
+			ms.Alarms = slices.Compact(ms.Alarms)
+		}
+		out = append(out, ms)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.EtcdMemberStatus) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
+func role(s *etcd.Snapshot, m etcd.Member) v1alpha1.MemberRole {
+	switch {
+	case m.IsLearner:
+		return v1alpha1.MemberRoleLearner
+	case s.LeaderID != 0 && m.ID == s.LeaderID:
+		return v1alpha1.MemberRoleLeader
+	}
+	return v1alpha1.MemberRoleVoter
+}
+
+func memberReason(h etcd.Health) string {
+	switch h {
+	case etcd.Healthy:
+		return v1alpha1.EtcdMemberHealthyReason
+	case etcd.Unhealthy:
+		return v1alpha1.EtcdMemberNotHealthyReason
+	}
+	return v1alpha1.EtcdMemberInspectionFailedReason
+}
+
+func countVoters(members []etcd.MemberHealth) (voters, healthy int32) {
+	for _, mh := range members {
+		if mh.Member.IsLearner {
+			continue
+		}
+		voters++
+		if mh.Health == etcd.Healthy {
+			healthy++
+		}
+	}
+	return voters, healthy
+}
+
+// clusterID is the cluster ID most members report, in hex; empty when none reports one (K3s).
+func clusterID(s *etcd.Snapshot) string {
+	counts := map[uint64]int{}
+	var best uint64
+	for _, ev := range s.Evidence {
+		if ev.ClusterID == 0 {
+			continue
+		}
+		counts[ev.ClusterID]++
+		if counts[ev.ClusterID] > counts[best] || (counts[ev.ClusterID] == counts[best] && ev.ClusterID < best) {
+			best = ev.ClusterID
+		}
+	}
+	if best == 0 {
+		return ""
+	}
+	return strconv.FormatUint(best, 16)
+}
+
+// markMembersUnknown keeps the last member list when etcd cannot be observed, but claims nothing
+// about their health any more.
+func markMembersUnknown(st *v1alpha1.ControlPlaneEtcdStatus, cause metav1.Condition) {
+	for i := range st.Members {
+		st.Members[i].Health = v1alpha1.MemberUnknown
+		st.Members[i].Reason = cause.Reason
+		st.Members[i].Message = cause.Message
+	}
+	st.HealthyVoters = ptr.To(int32(0))
+	st.FaultTolerance = ptr.To(int32(0))
+}
+
+func setUnobservedConditions(s *scope, cause metav1.Condition) {
+	conditions.Set(s.cpe, metav1.Condition{Type: v1alpha1.AvailableCondition, Status: metav1.ConditionUnknown,
+		Reason: v1alpha1.AvailableEtcdUnreachableReason, Message: cause.Message})
+	conditions.Set(s.cpe, metav1.Condition{Type: v1alpha1.DegradedCondition, Status: metav1.ConditionUnknown,
+		Reason: v1alpha1.DegradedEtcdUnreachableReason, Message: cause.Message})
+}
+
+// setAvailability sets Available (can etcd commit) and Degraded (is any margin lost).
+func setAvailability(s *scope, voters, healthy int32) {
+	avail := metav1.Condition{Type: v1alpha1.AvailableCondition}
+	degraded := metav1.Condition{Type: v1alpha1.DegradedCondition}
+	counts := fmt.Sprintf("%d of %d voting members are healthy", healthy, voters)
+	switch {
+	case voters == 0:
+		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableNoMembersReason, "Etcd reports no voting member"
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message
+	case 2*healthy <= voters:
+		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableQuorumLostReason, counts+"; etcd cannot commit"
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message
+	case healthy < voters || anyUnhealthy(s.cpe.Status.Members):
+		avail.Status, avail.Reason, avail.Message = metav1.ConditionTrue, v1alpha1.AvailableQuorumAvailableReason, counts
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedMembersUnhealthyReason, unhealthyNames(s.cpe.Status.Members)
+	default:
+		avail.Status, avail.Reason, avail.Message = metav1.ConditionTrue, v1alpha1.AvailableQuorumHealthyReason, ""
+		degraded.Status, degraded.Reason = metav1.ConditionFalse, v1alpha1.DegradedAsExpectedReason
+	}
+	conditions.Set(s.cpe, avail)
+	conditions.Set(s.cpe, degraded)
+}
+
+func anyUnhealthy(members []v1alpha1.EtcdMemberStatus) bool {
+	return slices.ContainsFunc(members, func(m v1alpha1.EtcdMemberStatus) bool { return m.Health != v1alpha1.MemberHealthy })
+}
+
+func unhealthyNames(members []v1alpha1.EtcdMemberStatus) string {
+	var lines []string
+	for _, m := range members {
+		if m.Health != v1alpha1.MemberHealthy {
+			name := m.Name
+			if name == "" {
+				name = m.ID
+			}
+			lines = append(lines, fmt.Sprintf("* Member %s (%s): %s", name, m.Health, m.Message))
+		}
+	}
+	return joinLines(lines)
+}
+
+func joinLines(lines []string) string {
+	out := ""
+	for i, l := range lines {
+		if i > 0 {
+			out += "\n"
+		}
+		out += l
+	}
+	return out
+}
+
+// setProgressing says whether a membership change is under way or blocked.
+func setProgressing(s *scope) {
+	if s.progressing != nil {
+		conditions.Set(s.cpe, *s.progressing)
+		return
+	}
+	conditions.Set(s.cpe, metav1.Condition{Type: v1alpha1.ProgressingCondition, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ProgressingReconciledReason})
+}

@@ -1,0 +1,60 @@
+// Package setup adds every etcd-adapter controller and the quorum guard webhook to a
+// controller-runtime manager, the one call a manager binary (or a test) makes.
+package setup
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/controlplaneetcd"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
+)
+
+// DefaultConcurrency is how many ControlPlaneEtcds are reconciled at once: a worker waits at most
+// the call timeout on a dead workload cluster, so others keep their pace.
+const DefaultConcurrency = 10
+
+// Options configure Setup.
+type Options struct {
+	// ClusterCache reaches the workload clusters. Required.
+	ClusterCache clustercache.ClusterCache
+	// Concurrency is MaxConcurrentReconciles of the ControlPlaneEtcd controller; zero means
+	// DefaultConcurrency.
+	Concurrency int
+	// CallTimeout bounds one observation; zero means the controller's default.
+	CallTimeout time.Duration
+	// Webhooks registers the quorum guard on the manager's webhook server.
+	Webhooks bool
+}
+
+// Setup adds the controllers (and, with Options.Webhooks, the quorum guard) to mgr. The returned
+// Registry is shared by all of them.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Registry, error) {
+	if opts.ClusterCache == nil {
+		return nil, errors.New("failed to set up etcd-adapter: ClusterCache is nil")
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	registry := &backends.Registry{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache}
+	if err := (&creation.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return nil, err
+	}
+	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, Backends: registry, CallTimeout: opts.CallTimeout}
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
+		return nil, err
+	}
+	if opts.Webhooks {
+		if err := (&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+	}
+	return registry, nil
+}
