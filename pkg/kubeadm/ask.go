@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
@@ -61,7 +63,7 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 		if err != nil {
 			return answer{node: node, at: time.Now(), err: err}
 		}
-		a := b.askClient(ctx, c, b.callTimeoutFor(reused))
+		a := b.askClient(ctx, c, b.callTimeoutFor(reused), b.mayBeRemoved(node))
 		if a.answered() || attempt > 0 || !reused {
 			if !a.answered() {
 				b.pool.drop(node, c)
@@ -80,7 +82,8 @@ func (b *Backend) callTimeoutFor(reused bool) time.Duration {
 	return b.cfg.CallTimeout
 }
 
-// askClient runs Status and MemberList in parallel over one connection.
+// askClient runs Status and MemberList in parallel over one connection. A member that may have
+// been removed is asked for its member list first, and for its Status only when it is in it.
 //
 // Note: MemberList is serializable: each member reports its own view of the membership, which
 // is what the agreement check compares, and it costs the leader nothing. Whether the member is
@@ -90,7 +93,10 @@ func (b *Backend) callTimeoutFor(reused bool) time.Duration {
 // (replicated through raft). AlarmList is not used: etcd serves it as a raft proposal, a WAL
 // write and fsync on every member, which asking every member on every reconcile would
 // multiply.
-func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.Duration) answer {
+func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.Duration, mayBeRemoved bool) answer {
+	if mayBeRemoved {
+		return askRemovedFirst(ctx, c, timeout)
+	}
 	var (
 		wg    sync.WaitGroup
 		st    *clientv3.StatusResponse
@@ -98,18 +104,55 @@ func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.D
 		stErr error
 		mlErr error
 	)
-	wg.Go(func() {
-		st, stErr = callWithin(ctx, timeout, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) {
-			return c.maint.Status(ctx, "")
-		})
-	})
-	wg.Go(func() {
-		ml, mlErr = callWithin(ctx, timeout, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
-			return c.cluster.MemberList(ctx, clientv3.WithSerializable())
-		})
-	})
+	wg.Go(func() { st, stErr = askStatus(ctx, c, timeout) })
+	wg.Go(func() { ml, mlErr = askMemberList(ctx, c, timeout) })
 	wg.Wait()
 	return toAnswer(c.node, st, ml, stErr, mlErr)
+}
+
+// askRemovedFirst asks for the member list, then for Status only when the member is in its own
+// list.
+//
+// Important! etcd v3.6 panics ("failed to find local ID in cluster members") when a member
+// that applied its own removal, and has not stopped yet, is asked for its Status: the server
+// looks itself up in its member list to report IsLearner. That ends the removed member's
+// process a moment early in a real cluster; in a test binary that embeds etcd it ends every
+// test. So a member that may have been removed is never asked for Status first.
+func askRemovedFirst(ctx context.Context, c *memberClient, timeout time.Duration) answer {
+	ml, mlErr := askMemberList(ctx, c, timeout)
+	if ml != nil && !slices.ContainsFunc(ml.Members, func(m *pb.Member) bool { return m.ID == ml.Header.GetMemberId() }) {
+		a := toAnswer(c.node, nil, ml, errNotAsked, nil)
+		a.errors = []string{fmt.Sprintf("member %x is not in its own member list: it was removed", ml.Header.GetMemberId())}
+		return a
+	}
+	st, stErr := askStatus(ctx, c, timeout)
+	return toAnswer(c.node, st, ml, stErr, mlErr)
+}
+
+// errNotAsked stands for a Status that was not asked.
+var errNotAsked = rpctypes.ErrGRPCNotCapable
+
+func askStatus(ctx context.Context, c *memberClient, timeout time.Duration) (*clientv3.StatusResponse, error) {
+	return callWithin(ctx, timeout, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) {
+		return c.maint.Status(ctx, "")
+	})
+}
+
+func askMemberList(ctx context.Context, c *memberClient, timeout time.Duration) (*clientv3.MemberListResponse, error) {
+	return callWithin(ctx, timeout, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
+		return c.cluster.MemberList(ctx, clientv3.WithSerializable())
+	})
+}
+
+// mayBeRemoved reports whether the member on node may have been removed: this backend sent a
+// removal through or about it, or the last member list has no member of that name.
+func (b *Backend) mayBeRemoved(node string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.removedOn[node] {
+		return true
+	}
+	return b.lastMembers != nil && !slices.ContainsFunc(b.lastMembers, func(m etcd.Member) bool { return m.Name == node })
 }
 
 // toAnswer turns the replies into an answer. The member is unreachable only when none of them

@@ -17,10 +17,10 @@ var _ etcd.Cluster = &Backend{}
 // Backend is the etcd of one kubeadm workload cluster. It is safe for concurrent use. Its
 // member connections are kept between calls; Close closes them.
 type Backend struct {
-	cfg    Config
-	log    logr.Logger
-	certs  *certSource
-	dialer *dialer
+	cfg      Config
+	log      logr.Logger
+	certs    *certSource
+	dialer   *dialer
 	pool     *pool
 	workload workloadClient
 
@@ -28,6 +28,7 @@ type Backend struct {
 	known       []string      // Nodes of the members seen last, asked while the Pods are listed
 	clusterID   uint64        // the cluster ID seen first; members answering with another are strangers
 	lastMembers []etcd.Member // the member list this cluster's members reported last
+	removedOn   map[string]bool // Nodes whose member this backend asked etcd to remove
 
 	// beforeRemove, when set, runs concurrently with every MemberRemove call. Only used for
 	// testing: it kills the leader in the middle of a removal.

@@ -62,6 +62,7 @@ func Test_certSource_get(t *testing.T) {
 	g.Expect(leaf.NotAfter.Sub(now)).To(BeNumerically("~", DefaultCertTTL, time.Minute), "short-lived, never 10 years")
 	g.Expect(leaf.PublicKey).To(BeAssignableToTypeOf(&rsa.PublicKey{}))
 	g.Expect(leaf.PublicKey.(*rsa.PublicKey).N.BitLen()).To(Equal(2048))
+	g.Expect(creds.client.PrivateKey).To(BeAssignableToTypeOf(&rsa.PrivateKey{}))
 	_, err = leaf.Verify(x509.VerifyOptions{Roots: ca.CertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	g.Expect(err).NotTo(HaveOccurred(), "signed by the CA in the Secret")
 
@@ -111,7 +112,7 @@ func Test_certSource_get_errors(t *testing.T) {
 		{name: "missing certificate", mutate: func(d map[string][]byte) { delete(d, "tls.crt") }, want: "etcd CA Secret ns/c1-etcd has no tls.crt"},
 		{name: "unparsable certificate", mutate: func(d map[string][]byte) { d["tls.crt"] = []byte("garbage") }, want: "tls.crt is not a PEM certificate"},
 		{name: "unparsable key", mutate: func(d map[string][]byte) { d["tls.key"] = []byte("garbage") }, want: "tls.key is not a PEM private key"},
-		{name: "key of another CA", mutate: func(d map[string][]byte) { d["tls.key"] = other.KeyPEM() }, want: "tls.key does not belong to the certificate"},
+		{name: "key of another CA", mutate: func(d map[string][]byte) { d["tls.key"] = other.KeyPEM() }, want: "tls.key does not belong to any certificate"},
 		{name: "expired CA", now: time.Now().Add(20 * 365 * 24 * time.Hour), want: "the CA certificate expired at"},
 	}
 	for _, tt := range tests {
@@ -132,6 +133,71 @@ func Test_certSource_get_errors(t *testing.T) {
 			g.Expect(err.Error()).To(ContainSubstring(tt.want))
 		})
 	}
+}
+
+func Test_certSource_get_keyAlgorithms(t *testing.T) {
+	tests := []struct {
+		alg  KeyAlgorithm
+		want func(g Gomega, pub any)
+	}{
+		{alg: KeyRSA3072, want: func(g Gomega, pub any) { g.Expect(pub.(*rsa.PublicKey).N.BitLen()).To(Equal(3072)) }},
+		{alg: KeyECDSAP384, want: func(g Gomega, pub any) { g.Expect(pub.(*ecdsa.PublicKey).Curve.Params().Name).To(Equal("P-384")) }},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.alg), func(t *testing.T) {
+			g := NewWithT(t)
+			s, _ := caSecret(g, nil)
+			creds, _, err := sourceFor([]client.Object{s}, func(c *Config) { c.KeyAlgorithm = tt.alg }).get(context.Background(), time.Now())
+			g.Expect(err).NotTo(HaveOccurred())
+			tt.want(g, creds.client.Leaf.PublicKey)
+		})
+	}
+}
+
+func Test_certSource_get_mintingFailureIsClassified(t *testing.T) {
+	g := NewWithT(t)
+	s, _ := caSecret(g, nil)
+	// An algorithm CAPI's signer does not know (withDefaults would refuse it up front).
+	_, _, err := sourceFor([]client.Object{s}, func(c *Config) { c.KeyAlgorithm = "DSA-1024" }).get(context.Background(), time.Now())
+	g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("failed to generate the etcd client key"))
+}
+
+func Test_certSource_get_trustsEveryCAOfTheBundle(t *testing.T) {
+	g := NewWithT(t)
+	// A CA rotation in progress: tls.crt holds the new and the old CA, tls.key the new one's key.
+	s, newCA := caSecret(g, nil)
+	oldCA, err := pki.NewCA()
+	g.Expect(err).NotTo(HaveOccurred())
+	s.Data["tls.crt"] = append(append([]byte{}, newCA.CertPEM()...), oldCA.CertPEM()...)
+	creds, _, err := sourceFor([]client.Object{s}).get(context.Background(), time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, ca := range []*pki.CA{newCA, oldCA} {
+		kp, err := ca.NewServerCert("node-a")
+		g.Expect(err).NotTo(HaveOccurred())
+		server, err := kp.TLSCertificate()
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = server.Leaf.Verify(x509.VerifyOptions{Roots: creds.roots, DNSName: "node-a"})
+		g.Expect(err).NotTo(HaveOccurred(), "a member still serving a certificate of either CA is trusted")
+	}
+	_, err = creds.client.Leaf.Verify(x509.VerifyOptions{Roots: newCA.CertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	g.Expect(err).NotTo(HaveOccurred(), "signed by the CA tls.key belongs to")
+}
+
+func Test_certSource_get_uncachedFallback(t *testing.T) {
+	g := NewWithT(t)
+	s, _ := caSecret(g, nil)
+	sch := runtime.NewScheme()
+	_ = corev1.AddToScheme(sch)
+	// The cached reader does not see the Secret (its informer selects by label, or it is new).
+	cached := fake.NewClientBuilder().WithScheme(sch).Build()
+	api := fake.NewClientBuilder().WithScheme(sch).WithObjects(s).Build()
+	src := sourceFor(nil, func(c *Config) { c.Client = cached })
+	_, _, err := src.get(context.Background(), time.Now())
+	g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "without an API reader: not found")
+	src = sourceFor(nil, func(c *Config) { c.Client, c.APIReader = cached, api })
+	_, _, err = src.get(context.Background(), time.Now())
+	g.Expect(err).NotTo(HaveOccurred(), "read through the API reader")
 }
 
 func TestConfig_withDefaults(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,15 +36,23 @@ const (
 	DefaultKeptCallTimeout = 3 * time.Second
 )
 
-// KeyAlgorithm is the algorithm of the client certificate's key.
+// KeyAlgorithm is the algorithm of the client certificate's key, by the names kubeadm and
+// CAPI's KubeadmConfigSpec (clusterConfiguration.encryptionAlgorithm) give them: pass the
+// cluster's, so the etcd client key follows the cluster's policy.
 type KeyAlgorithm string
 
-// Key algorithms.
+// Key algorithms; the values of CAPI's bootstrapv1.EncryptionAlgorithmType.
 const (
-	// KeyRSA2048 is RSA with a 2048-bit key, as KCP uses.
-	KeyRSA2048 KeyAlgorithm = "RSA-2048"
+	// KeyRSA2048 is RSA with a 2048-bit key, kubeadm's default.
+	KeyRSA2048 KeyAlgorithm = KeyAlgorithm(bootstrapv1.EncryptionAlgorithmRSA2048)
+	// KeyRSA3072 is RSA with a 3072-bit key.
+	KeyRSA3072 KeyAlgorithm = KeyAlgorithm(bootstrapv1.EncryptionAlgorithmRSA3072)
+	// KeyRSA4096 is RSA with a 4096-bit key.
+	KeyRSA4096 KeyAlgorithm = KeyAlgorithm(bootstrapv1.EncryptionAlgorithmRSA4096)
 	// KeyECDSAP256 is ECDSA on P-256: faster to generate and to handshake.
-	KeyECDSAP256 KeyAlgorithm = "ECDSA-P256"
+	KeyECDSAP256 KeyAlgorithm = KeyAlgorithm(bootstrapv1.EncryptionAlgorithmECDSAP256)
+	// KeyECDSAP384 is ECDSA on P-384.
+	KeyECDSAP384 KeyAlgorithm = KeyAlgorithm(bootstrapv1.EncryptionAlgorithmECDSAP384)
 )
 
 // RESTConfigFunc returns the REST config of the workload cluster's apiserver. It is called on
@@ -84,6 +93,10 @@ type Config struct {
 	// every call (so a rotated CA is picked up at once), so give it a cached reader: the
 	// manager's client, or CAPI's Secret-caching client as KCP does.
 	Client client.Reader
+	// APIReader reads the CA Secret uncached when Client says it is not found (a Secret caching
+	// client does not see every Secret, nor one created a moment ago); optional, for example the
+	// manager's GetAPIReader().
+	APIReader client.Reader
 
 	// DialTimeout bounds one port-forward plus TLS handshake; zero means DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -125,7 +138,7 @@ func (c Config) withDefaults() (Config, error) {
 	switch c.KeyAlgorithm {
 	case "":
 		c.KeyAlgorithm = KeyRSA2048
-	case KeyRSA2048, KeyECDSAP256:
+	case KeyRSA2048, KeyRSA3072, KeyRSA4096, KeyECDSAP256, KeyECDSAP384:
 	default:
 		return c, fmt.Errorf("%w: unknown client key algorithm %q", etcd.ErrInvalidInput, c.KeyAlgorithm)
 	}

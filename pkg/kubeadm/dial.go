@@ -14,10 +14,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	portforwardconst "k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/client-go/transport/websocket"
 	"k8s.io/streaming/pkg/httpstream"
+	spdystream "k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
@@ -71,50 +74,91 @@ func handshakeError(ctx context.Context, t *tunnel, node string, err error) erro
 }
 
 // openTunnel upgrades a port-forward request for etcd-<node> (WebSocket first, SPDY when the
-// upgrade is refused) and creates its error and data streams.
+// upgrade is refused) and creates its error and data streams. The upgrade runs under ctx, so
+// nothing of it (goroutine or socket) outlives the dial timeout.
 func (d *dialer) openTunnel(ctx context.Context, node string) (*tunnel, error) {
 	restCfg, err := d.cfg.RESTConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", etcd.ErrUnreachable, err)
+		return nil, classifyAPIError(err, "failed to get the workload cluster's REST config")
 	}
-	// Note: the upgrade takes no context; the config's timeout bounds its HTTP exchange.
 	restCfg = rest.CopyConfig(restCfg)
 	restCfg.Timeout = d.cfg.DialTimeout
-	upgrader, err := portForwardDialer(restCfg, node)
+	u, err := portForwardURL(restCfg.Host, node)
 	if err != nil {
-		return nil, fmt.Errorf("failed to build the port-forward dialer for Node %s: %w", node, err)
+		return nil, fmt.Errorf("%w: %w", etcd.ErrInvalidInput, err)
 	}
-	conn, err := dialWithContext(ctx, upgrader)
+	conn, err := upgrade(ctx, restCfg, u)
 	if err != nil {
-		return nil, fmt.Errorf("%w: failed to port-forward to Pod %s/%s through the workload apiserver: %w", etcd.ErrUnreachable, metav1.NamespaceSystem, podName(node), err)
+		return nil, upgradeError(ctx, node, err)
 	}
 	t, err := createStreams(conn, node)
 	if err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("%w: failed to open port-forward streams to Pod %s/%s: %w", etcd.ErrUnreachable, metav1.NamespaceSystem, podName(node), err)
+		return nil, fmt.Errorf("%w: failed to open port-forward streams to Pod %s: %w", etcd.ErrUnreachable, podRef(node), err)
 	}
 	return t, nil
 }
 
-// portForwardDialer dials pods/etcd-<node>/portforward with SPDY over WebSocket, falling back
-// to SPDY when the apiserver refuses the upgrade, as kubectl and KCP do.
-func portForwardDialer(cfg *rest.Config, node string) (httpstream.Dialer, error) {
-	u, err := portForwardURL(cfg.Host, node)
+// upgradeError keeps the class of a failed upgrade: the apiserver refusing the controller's
+// credentials (401, 403) is a configuration problem, not an unreachable member.
+func upgradeError(ctx context.Context, node string, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "403 Forbidden") || strings.Contains(msg, "401 Unauthorized") ||
+		strings.Contains(msg, "is forbidden") || strings.Contains(msg, "Unauthorized") {
+		return fmt.Errorf("%w: the workload apiserver refused to port-forward to Pod %s: %w", etcd.ErrInvalidInput, podRef(node), err)
+	}
+	return fmt.Errorf("%w: failed to port-forward to Pod %s through the workload apiserver: %w", etcd.ErrUnreachable, podRef(node), err)
+}
+
+// upgrade dials pods/etcd-<node>/portforward with SPDY over WebSocket, falling back to SPDY
+// when the apiserver refuses the WebSocket upgrade, as kubectl and KCP do. Unlike client-go's
+// dialers, whose Dial takes no context, both requests carry ctx.
+func upgrade(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
+	conn, err := upgradeWebSocket(ctx, cfg, u)
+	if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)) {
+		return conn, err
+	}
+	return upgradeSPDY(ctx, cfg, u)
+}
+
+// upgradeWebSocket is client-go's SPDY-over-WebSocket tunnelling dialer with a context: the
+// WebSocket handshake (gorilla's DialContext) ends when ctx does.
+func upgradeWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
+	rt, holder, err := websocket.RoundTripperFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, cfg)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+	ws, err := websocket.Negotiate(rt, holder, req, portforwardconst.WebsocketsSPDYTunnelingPrefix+portforward.PortForwardProtocolV1Name)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := spdystream.NewClientConnectionWithPings(portforward.NewTunnelingConnection("client", ws), portforward.PingPeriod)
+	if err != nil {
+		_ = ws.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// upgradeSPDY is client-go's SPDY dialer with the request under ctx.
+func upgradeSPDY(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
 	transport, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	sp := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
-	return portforward.NewFallbackDialerForStreaming(ws, sp, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	}), nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	conn, _, err := spdy.NegotiateStreaming(upgrader, &http.Client{Transport: transport}, req, portforward.PortForwardProtocolV1Name)
+	return conn, err
 }
 
 // portForwardURL is the pods/portforward subresource of etcd-<node> on the apiserver at host.
@@ -128,31 +172,6 @@ func portForwardURL(host, node string) (*url.URL, error) {
 	}
 	u.Path = path.Join(u.Path, "/api/v1/namespaces", metav1.NamespaceSystem, "pods", podName(node), "portforward")
 	return u, nil
-}
-
-// dialWithContext runs the upgrade, which takes no context, and gives up when ctx ends; a
-// connection that arrives later is closed.
-func dialWithContext(ctx context.Context, d httpstream.Dialer) (httpstream.Connection, error) {
-	type result struct {
-		conn httpstream.Connection
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		conn, _, err := d.Dial(portforward.PortForwardProtocolV1Name)
-		done <- result{conn, err}
-	}()
-	select {
-	case r := <-done:
-		return r.conn, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.conn != nil {
-				_ = r.conn.Close()
-			}
-		}()
-		return nil, context.Cause(ctx)
-	}
 }
 
 // createStreams creates the error and data streams of request 0 for port 2379.

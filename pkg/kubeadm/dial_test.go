@@ -2,20 +2,25 @@ package kubeadm
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 )
 
@@ -80,4 +85,85 @@ func Test_dialer_fallsBackToSPDY(t *testing.T) {
 	path, ok := seen.Load("spdy")
 	g.Expect(ok).To(BeTrue(), "SPDY is the fallback")
 	g.Expect(path).To(Equal("/api/v1/namespaces/kube-system/pods/etcd-spdy-0/portforward"))
+}
+
+// hangingServer stands in for an apiserver that accepts port-forward requests and never
+// answers them; it counts the requests whose client went away.
+func hangingServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	gone := &atomic.Int32{}
+	s := httptest.NewTLSServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
+		<-req.Context().Done()
+		gone.Add(1)
+	}))
+	t.Cleanup(s.Close)
+	return s, gone
+}
+
+func Test_dialer_upgradeEndsWithTheContext(t *testing.T) {
+	g := NewWithT(t)
+	leakOpts := []goleak.Option{goleak.IgnoreCurrent()}
+	server, gone := hangingServer(t)
+	creds, _, err := sourceFor([]client.Object{caSecretFor(g)}).get(t.Context(), time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	d := &dialer{cfg: Config{
+		DialTimeout: 300 * time.Millisecond,
+		RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
+	}}
+	_, err = d.dial(t.Context(), "n1", creds)
+	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("dial timeout"))
+	// The upgrade request's connection is closed, not left to the apiserver ...
+	g.Eventually(gone.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 1))
+	// ... and no goroutine of the dial outlives it.
+	g.Eventually(func() []string { return clientLeaks(goleak.Find(leakOpts...)) }).
+		WithTimeout(10 * time.Second).WithPolling(100 * time.Millisecond).Should(BeEmpty())
+}
+
+func Test_dialer_forbiddenIsNotUnreachable(t *testing.T) {
+	g := NewWithT(t)
+	s := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods \"etcd-n1\" is forbidden: User \"capi\" cannot create resource \"pods/portforward\"","reason":"Forbidden","code":403}`))
+	}))
+	t.Cleanup(s.Close)
+	creds, _, err := sourceFor([]client.Object{caSecretFor(g)}).get(t.Context(), time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	d := &dialer{cfg: Config{
+		DialTimeout: 10 * time.Second,
+		RESTConfig:  StaticRESTConfig(&rest.Config{Host: s.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
+	}}
+	_, err = d.dial(t.Context(), "n1", creds)
+	g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "%v", err)
+	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeFalse(), "%v", err)
+}
+
+func Test_tunnel_honoursDeadlines(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ec, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes("deadline", 1)})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = ec.Close() })
+	m := ec.Members()[0]
+	server, _ := spdyOnlyServer(t, m.ClientAddress())
+	d := &dialer{cfg: Config{
+		DialTimeout: 10 * time.Second,
+		RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
+	}}
+	tn, err := d.openTunnel(ctx, m.NodeName())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = tn.Close() }()
+	// etcd sends nothing before the client's TLS hello, so this Read blocks until the deadline.
+	g.Expect(tn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))).To(Succeed())
+	done := make(chan error, 1)
+	go func() { _, err := tn.Read(make([]byte, 1)); done <- err }()
+	g.Eventually(done).WithTimeout(30 * time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
+}
+
+// caSecretFor returns a CA Secret for testCluster.
+func caSecretFor(g Gomega) *corev1.Secret {
+	s, _ := caSecret(g, nil)
+	return s
 }

@@ -70,6 +70,7 @@ func (b *Backend) removeVia(ctx context.Context, o *observation, via string, tar
 	if err != nil {
 		return etcd.Removal{}, err
 	}
+	b.markRemoving(target)
 	if b.beforeRemove != nil {
 		go b.beforeRemove(via)
 	}
@@ -219,7 +220,19 @@ func answeredVoter(o *observation, a answer) bool {
 	return o.view.ofCluster(a) && ok && !m.IsLearner && a.members != nil
 }
 
-// forget closes the connection to a removed member's Node, unless another member is on it.
+// markRemoving records that the member's Node may soon run a removed member.
+func (b *Backend) markRemoving(m etcd.Member) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.removedOn == nil {
+		b.removedOn = map[string]bool{}
+	}
+	if m.NodeName != "" {
+		b.removedOn[m.NodeName] = true
+	}
+}
+
+// forget drops a removed member from the member list kept for the next observation.
 func (b *Backend) forget(m etcd.Member) {
 	b.mu.Lock()
 	b.lastMembers = slices.DeleteFunc(b.lastMembers, func(x etcd.Member) bool { return x.ID == m.ID })

@@ -22,6 +22,11 @@ type tunnel struct {
 	node   string
 	once   sync.Once
 	errMsg chan string // receives the error stream's content once it closes
+
+	mu            sync.Mutex
+	readDeadline  time.Time
+	writeDeadline time.Time
+	timer         *time.Timer
 }
 
 var _ net.Conn = &tunnel{}
@@ -56,6 +61,11 @@ func (t *tunnel) Write(b []byte) (int, error) { return t.data.Write(b) }
 func (t *tunnel) Close() error {
 	var err error
 	t.once.Do(func() {
+		t.mu.Lock()
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+		t.mu.Unlock()
 		_ = t.data.Reset()
 		err = t.conn.Close()
 	})
@@ -65,11 +75,59 @@ func (t *tunnel) Close() error {
 func (t *tunnel) LocalAddr() net.Addr  { return tunnelAddr("port-forward") }
 func (t *tunnel) RemoteAddr() net.Addr { return tunnelAddr(podName(t.node)) }
 
-// SetDeadline and friends are no-ops: streams have no deadlines. Every caller bounds its work
-// with a context instead, and TLS and gRPC close the connection when their context ends.
-func (t *tunnel) SetDeadline(time.Time) error      { return nil }
-func (t *tunnel) SetReadDeadline(time.Time) error  { return nil }
-func (t *tunnel) SetWriteDeadline(time.Time) error { return nil }
+// SetDeadline and friends honour deadlines the only way a port-forward stream can: streams
+// have no deadlines of their own, so when the earliest deadline passes the tunnel is closed,
+// which ends a blocked Read or Write (as CAPI's proxy connection does). TLS and gRPC set
+// deadlines to interrupt blocked I/O; a tunnel is never reused after one passed.
+func (t *tunnel) SetDeadline(d time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.readDeadline, t.writeDeadline = d, d
+	t.armLocked()
+	return nil
+}
+
+// SetReadDeadline sets the read deadline; see SetDeadline.
+func (t *tunnel) SetReadDeadline(d time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.readDeadline = d
+	t.armLocked()
+	return nil
+}
+
+// SetWriteDeadline sets the write deadline; see SetDeadline.
+func (t *tunnel) SetWriteDeadline(d time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.writeDeadline = d
+	t.armLocked()
+	return nil
+}
+
+// armLocked (re)arms the timer that closes the tunnel at the earliest deadline.
+func (t *tunnel) armLocked() {
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	d := earliest(t.readDeadline, t.writeDeadline)
+	if d.IsZero() {
+		return
+	}
+	t.timer = time.AfterFunc(max(time.Until(d), 0), func() { _ = t.Close() })
+}
+
+// earliest returns the earlier of two deadlines, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
 
 // tunnelAddr names the ends of a tunnel.
 type tunnelAddr string

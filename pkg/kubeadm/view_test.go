@@ -213,7 +213,9 @@ func Test_view_snapshot_podGone(t *testing.T) {
 }
 
 func Test_hosts_place(t *testing.T) {
-	neverStarted := func(id uint64, peer string) etcd.Member { return etcd.Member{ID: id, PeerURLs: []string{peer}, IsLearner: true} }
+	neverStarted := func(id uint64, peer string) etcd.Member {
+		return etcd.Member{ID: id, PeerURLs: []string{peer}, IsLearner: true}
+	}
 	h := hosts{
 		pods:  map[string]bool{"a": true},
 		nodes: map[string]bool{"a": true, "b": true, "joining": true, "x": true, "y": true},

@@ -36,11 +36,17 @@ func (c *Cluster) RaiseNoSpace(ctx context.Context, name string) error {
 // learner at a time, so AddLearner fails until the ghost is removed. It returns the ghost's
 // member ID and peer URL. Like AddLearner, it retries while etcd refuses the change as unhealthy.
 func (c *Cluster) AddGhostLearner(ctx context.Context) (uint64, string, error) {
-	port, err := ports.allocate(DefaultIP)
+	return c.AddGhostLearnerOn(ctx, DefaultIP)
+}
+
+// AddGhostLearnerOn is AddGhostLearner with the peer URL on ip, the address of the Node whose
+// join failed (kubeadm join advertises the Node's address).
+func (c *Cluster) AddGhostLearnerOn(ctx context.Context, ip string) (uint64, string, error) {
+	port, err := ports.allocate(ip)
 	if err != nil {
 		return 0, "", err
 	}
-	u := httpsURL(DefaultIP, port)
+	u := httpsURL(ip, port)
 	peerURL := u.String()
 	resp, err := c.memberAddAsLearner(ctx, peerURL)
 	if err != nil {

@@ -66,8 +66,10 @@ func TestMember_Kill_leader(t *testing.T) {
 
 	g.Expect(leader.Kill()).To(Succeed())
 	g.Expect(answers(t.Context(), leader)).To(BeFalse())
-	// The survivors elect a new leader on their own: Kill did not hand leadership over.
-	g.Eventually(func() uint64 { return leaderOf(t, c).ID() }, 10*time.Second).ShouldNot(Equal(leader.ID()))
+	// The survivors elect a new leader on their own: Kill did not hand leadership over. "No
+	// leader" (ID 0) is not a new leader.
+	g.Eventually(func() uint64 { return leaderOf(t, c).ID() }, 10*time.Second).
+		Should(And(Not(BeZero()), Not(Equal(leader.ID()))), "a running member other than the old leader leads")
 }
 
 // leaderOf returns the member that the running members name as leader.
@@ -118,6 +120,42 @@ func TestCluster_RaiseNoSpace(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("database space exceeded")))
 		g.Expect(cli.Close()).To(Succeed())
 	}
+}
+
+func TestCluster_AddDuplicate(t *testing.T) {
+	g := NewWithT(t)
+	c := startCluster(t, 3)
+	orig := c.Members()[1]
+
+	dup, err := c.AddDuplicate(t.Context(), orig.NodeName())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(dup.Running()).To(BeFalse(), "the old member does not run")
+	g.Expect(c.MemberOnNode(orig.NodeName())).To(BeIdenticalTo(orig), "the Node's member is still the running one")
+	resp, err := memberList(t.Context(), c.Members()[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.Members).To(HaveLen(4))
+	var named []uint64
+	for _, m := range resp.Members {
+		if m.Name == orig.Name() {
+			named = append(named, m.ID)
+			g.Expect(m.IsLearner).To(BeFalse(), "a voter, as the never-removed old member was")
+		}
+	}
+	g.Expect(named).To(ConsistOf(orig.ID(), dup.ID()), "two members carry the name")
+	g.Expect(dup.PeerURL()).NotTo(Equal(orig.PeerURL()))
+	g.Expect(answers(t.Context(), orig)).To(BeTrue())
+}
+
+func TestCluster_AddGhostLearnerOn(t *testing.T) {
+	g := NewWithT(t)
+	c := startCluster(t, 3)
+
+	id, peerURL, err := c.AddGhostLearnerOn(t.Context(), "127.0.0.9")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(peerURL).To(HavePrefix("https://127.0.0.9:"))
+	resp, err := memberList(t.Context(), c.Members()[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.Members).To(ContainElement(And(HaveField("ID", id), HaveField("PeerURLs", ConsistOf(peerURL)))))
 }
 
 func TestCluster_AddGhostLearner(t *testing.T) {

@@ -47,7 +47,7 @@ func (c *Cluster) JoinLearner(ctx context.Context, name, ip string) error {
 // joinInitialCluster renders --initial-cluster for a joining member from the member list
 // etcd returned when it was added, as etcdctl member add does. etcd checks that the peer URLs
 // match its member list exactly, so unstarted members (empty name, e.g. a ghost learner) are
-// listed too, under a placeholder name.
+// listed too, under a placeholder name, as is another member that carries the joining name.
 func joinInitialCluster(resp *clientv3.MemberAddResponse, name string) string {
 	var parts []string
 	for _, m := range resp.Members {
@@ -55,8 +55,10 @@ func joinInitialCluster(resp *clientv3.MemberAddResponse, name string) string {
 		if m.ID == resp.Member.ID {
 			n = name
 		}
-		if n == "" {
-			n = fmt.Sprintf("unstarted-%x", m.ID)
+		if n == "" || (n == name && m.ID != resp.Member.ID) {
+			// etcd groups --initial-cluster entries by name: another member of the same name
+			// (a reused hostname) must not merge with the joining one.
+			n = fmt.Sprintf("member-%x", m.ID)
 		}
 		for _, u := range m.PeerURLs {
 			parts = append(parts, n+"="+u)
