@@ -29,6 +29,11 @@ type APIServerOptions struct {
 	// CRDDirectoryPaths are directories (or files) of CRD manifests to install; a missing path is
 	// an error.
 	CRDDirectoryPaths []string
+
+	// Webhooks, when set, installs admission webhook configurations that point at a local
+	// webhook server (envtest serves their certificates); WebhookInstallOptions returns where
+	// that server must listen.
+	Webhooks *envtest.WebhookInstallOptions
 }
 
 // APIServer is a real kube-apiserver backed by its own etcd, both started from the binaries that
@@ -81,7 +86,7 @@ func newEnvironment(assets, certDir string, opts APIServerOptions) *envtest.Envi
 	// connected ClusterCache holds some) before it exits; with it the HTTP server shuts down 2s
 	// after in-flight requests drained.
 	apiServer.Configure().Set("shutdown-send-retry-after", "true")
-	return &envtest.Environment{
+	e := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		Scheme:                   opts.Scheme,
 		CRDs:                     opts.CRDs,
@@ -91,6 +96,16 @@ func newEnvironment(assets, certDir string, opts APIServerOptions) *envtest.Envi
 		ControlPlaneStopTimeout:  controlPlaneTimeout,
 		ControlPlane:             envtest.ControlPlane{APIServer: apiServer},
 	}
+	if opts.Webhooks != nil {
+		e.WebhookInstallOptions = *opts.Webhooks
+	}
+	return e
+}
+
+// WebhookInstallOptions returns the webhook options the apiserver was started with, filled in
+// with the local host, port and certificate directory a webhook server must serve on.
+func (s *APIServer) WebhookInstallOptions() *envtest.WebhookInstallOptions {
+	return &s.env.WebhookInstallOptions
 }
 
 func (s *APIServer) start(scheme *runtime.Scheme) error {

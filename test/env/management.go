@@ -8,10 +8,12 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
@@ -33,6 +35,7 @@ type Management struct {
 	// ClusterCache holds the connections to registered workload clusters.
 	ClusterCache clustercache.ClusterCache
 
+	scheme *runtime.Scheme
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -42,19 +45,41 @@ type Management struct {
 // StartManagement starts a management cluster and its controllers and returns once the manager's
 // caches are synced. Call Stop when done, also when a test fails.
 func StartManagement(ctx context.Context) (*Management, error) {
+	return StartManagementWith(ctx, ManagementOptions{})
+}
+
+// ManagementOptions add to what StartManagement installs, for suites that run more controllers
+// (in their own manager) against the management cluster.
+type ManagementOptions struct {
+	// Scheme is used by the clients and the manager; nil means Scheme(). It must hold the types
+	// of the extra CRDs a suite uses.
+	Scheme *runtime.Scheme
+	// CRDDirectoryPaths are installed next to Cluster API's CRDs.
+	CRDDirectoryPaths []string
+	// Webhooks installs admission webhook configurations (see APIServerOptions.Webhooks).
+	Webhooks *envtest.WebhookInstallOptions
+}
+
+// StartManagementWith is StartManagement with extra CRDs and webhooks installed.
+func StartManagementWith(ctx context.Context, opts ManagementOptions) (*Management, error) {
 	setLoggerOnce()
 	crdDir, err := capi.CoreCRDDir()
 	if err != nil {
 		return nil, err
 	}
+	if opts.Scheme == nil {
+		opts.Scheme = Scheme()
+	}
 	s, err := StartAPIServer(APIServerOptions{
+		Scheme:            opts.Scheme,
 		CRDs:              []*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD()},
-		CRDDirectoryPaths: []string{crdDir},
+		CRDDirectoryPaths: append([]string{crdDir}, opts.CRDDirectoryPaths...),
+		Webhooks:          opts.Webhooks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the management apiserver: %w", err)
 	}
-	m := &Management{APIServer: s}
+	m := &Management{APIServer: s, scheme: opts.Scheme}
 	if err := m.startManager(ctx); err != nil {
 		return nil, errors.Join(err, m.Stop())
 	}
@@ -62,7 +87,7 @@ func StartManagement(ctx context.Context) (*Management, error) {
 }
 
 func (m *Management) startManager(ctx context.Context) error {
-	mgr, err := ctrl.NewManager(m.Config, capi.ManagerOptions(Scheme()))
+	mgr, err := ctrl.NewManager(m.Config, capi.ManagerOptions(m.scheme))
 	if err != nil {
 		return fmt.Errorf("failed to create the management manager: %w", err)
 	}

@@ -77,6 +77,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, er
 	return cc, nil
 }
 
+// SetupClusterCache adds a ClusterCache to mgr alone, configured as Setup configures its own,
+// for a second manager (another provider's controllers) in the same management cluster.
+func SetupClusterCache(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, error) {
+	return setupClusterCache(ctx, mgr)
+}
+
 func setupClusterCache(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, error) {
 	secretClient, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
