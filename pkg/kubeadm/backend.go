@@ -25,9 +25,9 @@ type Backend struct {
 	workload workloadClient
 
 	mu          sync.Mutex
-	known       []string      // Nodes of the members seen last, asked while the Pods are listed
-	clusterID   uint64        // the cluster ID seen first; members answering with another are strangers
-	lastMembers []etcd.Member // the member list this cluster's members reported last
+	known       []string        // Nodes of the members seen last, asked while the Pods are listed
+	clusterID   uint64          // the cluster ID seen first; members answering with another are strangers
+	lastMembers []etcd.Member   // the member list this cluster's members reported last
 	removedOn   map[string]bool // Nodes whose member this backend asked etcd to remove
 
 	// beforeRemove, when set, runs concurrently with every MemberRemove call. Only used for
