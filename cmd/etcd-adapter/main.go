@@ -1,0 +1,57 @@
+// Command etcd-adapter is the etcd-adapter manager: the controllers that keep etcd quorum
+// through control-plane Machine deletions and report each Cluster's etcd in a ControlPlaneEtcd,
+// and the quorum guard webhook. `etcd-adapter --help` lists its flags; docs/quick-start.md shows
+// how to install it with clusterctl.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/etcd-adapter/etcd-adapter/cmd/etcd-adapter/manager"
+)
+
+func main() {
+	opts := manager.NewOptions()
+	logOptions := logs.NewOptions()
+	fs := pflag.CommandLine
+	logsv1.AddFlags(logOptions, fs)
+	opts.AddFlags(fs)
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	// controller-runtime's --kubeconfig, read by ctrl.GetConfig.
+	fs.AddGoFlagSet(flag.CommandLine)
+	// Log level 2 by default, as Cluster API's managers.
+	if err := fs.Set("v", "2"); err != nil {
+		fmt.Fprintf(os.Stderr, "Failed to set the default log level: %v\n", err)
+		os.Exit(1)
+	}
+	pflag.Parse()
+
+	if err := logsv1.ValidateAndApply(logOptions, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "Unable to start the manager: %v\n", err)
+		os.Exit(1)
+	}
+	ctrl.SetLogger(klog.Background())
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "Unable to read the management cluster's kubeconfig")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := manager.Run(ctx, cfg, opts); err != nil {
+		log.Error(err, "Manager failed")
+		os.Exit(1)
+	}
+	log.Info("Manager stopped")
+}

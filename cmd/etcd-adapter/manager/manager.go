@@ -1,0 +1,261 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/controllers/remote"
+	capisetup "sigs.k8s.io/cluster-api/core/setup"
+	"sigs.k8s.io/cluster-api/util/flags"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/metrics"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
+)
+
+// Name is the manager's user agent, informer name and log name.
+const Name = "etcd-adapter-manager"
+
+// Scheme returns the types the manager reads and writes: Kubernetes built-ins, CRDs, Cluster
+// API's core v1beta2 types and etcd-adapter's v1alpha1.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// New builds the manager with a ClusterCache, the controllers, the quorum guard (with
+// o.Webhooks), health and readiness checks and etcd-adapter's metrics. Start it with
+// Start(ctx); it stops when ctx ends.
+func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid options: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.UserAgent = remote.DefaultClusterAPIUserAgent(Name)
+
+	tlsOptions, metricsOptions, err := flags.GetManagerOptions(o.Diagnostics)
+	if err != nil {
+		return nil, fmt.Errorf("invalid diagnostics or TLS flags: %w", err)
+	}
+	scheme := Scheme()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaderElectionLeaseDuration,
+		RenewDeadline:                 &o.LeaderElectionRenewDeadline,
+		RetryPeriod:                   &o.LeaderElectionRetryPeriod,
+		HealthProbeBindAddress:        o.HealthAddr,
+		PprofBindAddress:              o.ProfilerAddr,
+		Metrics:                       *metricsOptions,
+		Cache:                         cacheOptions(scheme, o),
+		Client:                        capisetup.ManagerClientOptions(),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir,
+			CertName: o.WebhookCert, KeyName: o.WebhookKey, TLSOpts: tlsOptions,
+		}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the manager: %w", err)
+	}
+	if err := addChecks(mgr, o); err != nil {
+		return nil, err
+	}
+	cc, err := setupClusterCache(ctx, mgr, o)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := setup.Setup(ctx, mgr, setup.Options{
+		ClusterCache: cc, Concurrency: o.Concurrency, CallTimeout: o.EtcdCallTimeout, Webhooks: o.Webhooks,
+	}); err != nil {
+		return nil, fmt.Errorf("failed to set up the etcd-adapter controllers: %w", err)
+	}
+	if err := addMetrics(mgr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// Run builds the manager and runs it until ctx ends, then shuts it down gracefully (leader
+// election released, controllers drained within the manager's graceful shutdown timeout).
+func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
+	mgr, err := New(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("Starting manager", "version", Version(), "watchFilter", o.WatchFilter, "namespace", o.Namespace)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("manager stopped with an error: %w", err)
+	}
+	return nil
+}
+
+// cacheOptions are Cluster API's manager cache options (only Secrets labelled with a cluster
+// name, their data dropped unless a kubeconfig), restricted to --namespace, and with
+// --watch-filter to the Clusters that carry the label. Every controller and the quorum guard
+// read Clusters through this cache, so a Cluster outside the filter does not exist for this
+// manager: nothing of it is read from its workload cluster or written.
+func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
+	opts := capisetup.ManagerCacheOptions(scheme, Name, o.Namespace, o.SyncPeriod)
+	if o.WatchFilter != "" {
+		opts.ByObject[&clusterv1.Cluster{}] = cache.ByObject{
+			Label: labels.SelectorFromSet(labels.Set{clusterv1.WatchLabel: o.WatchFilter}),
+		}
+	}
+	return opts
+}
+
+func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clustercache.ClusterCache, error) {
+	secretClient, err := capisetup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the Secret caching client: %w", err)
+	}
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient:     secretClient,
+		Cache:            capisetup.ClusterCacheCacheOptions(),
+		Client:           capisetup.ClusterCacheClientOptions(Name, o.ClusterCacheQPS, o.ClusterCacheBurst),
+		WatchFilterValue: o.WatchFilter,
+	}, controller.Options{MaxConcurrentReconciles: o.ClusterCacheConcurrency})
+	if err != nil {
+		return nil, fmt.Errorf("failed to set up the ClusterCache: %w", err)
+	}
+	return cc, nil
+}
+
+// addChecks adds /healthz (the process serves; the webhook server started) and /readyz (the
+// caches synced; the webhook server started).
+func addChecks(mgr ctrl.Manager, o *Options) error {
+	synced := &cacheSynced{cache: mgr.GetCache()}
+	if err := mgr.Add(synced); err != nil {
+		return fmt.Errorf("failed to add the cache readiness check: %w", err)
+	}
+	checks := []struct {
+		name    string
+		add     func(string, healthz.Checker) error
+		checker healthz.Checker
+	}{
+		{"ping", mgr.AddHealthzCheck, healthz.Ping},
+		{"caches", mgr.AddReadyzCheck, synced.Check},
+	}
+	if o.Webhooks {
+		checks = append(checks,
+			struct {
+				name    string
+				add     func(string, healthz.Checker) error
+				checker healthz.Checker
+			}{"webhook", mgr.AddHealthzCheck, mgr.GetWebhookServer().StartedChecker()},
+			struct {
+				name    string
+				add     func(string, healthz.Checker) error
+				checker healthz.Checker
+			}{"webhook", mgr.AddReadyzCheck, mgr.GetWebhookServer().StartedChecker()})
+	}
+	for _, c := range checks {
+		if err := c.add(c.name, c.checker); err != nil {
+			return fmt.Errorf("failed to add the %s check: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// cacheSynced is ready once the manager's informers synced. It runs on every replica, elected
+// or not, so a standby replica is ready too.
+type cacheSynced struct {
+	cache  cache.Cache
+	synced atomic.Bool
+}
+
+func (c *cacheSynced) NeedLeaderElection() bool { return false }
+
+func (c *cacheSynced) Start(ctx context.Context) error {
+	if c.cache.WaitForCacheSync(ctx) {
+		c.synced.Store(true)
+	}
+	return nil
+}
+
+// Check is the readiness checker.
+func (c *cacheSynced) Check(*http.Request) error {
+	if !c.synced.Load() {
+		return errors.New("caches not synced yet")
+	}
+	return nil
+}
+
+// statusCollector is registered once per process; the newest manager's cache serves it (tests
+// and the demo may build more than one manager in one process).
+var (
+	collectorOnce sync.Once
+	collector     = &swappableCollector{}
+)
+
+type swappableCollector struct {
+	mu sync.RWMutex
+	c  *metrics.StatusCollector
+}
+
+func (s *swappableCollector) set(r client.Reader) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c = &metrics.StatusCollector{Reader: r}
+}
+
+func (s *swappableCollector) Describe(ch chan<- *prometheus.Desc) {
+	(&metrics.StatusCollector{}).Describe(ch)
+}
+
+func (s *swappableCollector) Collect(ch chan<- prometheus.Metric) {
+	s.mu.RLock()
+	c := s.c
+	s.mu.RUnlock()
+	if c != nil {
+		c.Collect(ch)
+	}
+}
+
+func addMetrics(mgr ctrl.Manager) error {
+	collector.set(mgr.GetClient())
+	var err error
+	collectorOnce.Do(func() { err = ctrlmetrics.Registry.Register(collector) })
+	if err != nil {
+		return fmt.Errorf("failed to register the status metrics: %w", err)
+	}
+	if err := mgr.Add(&metrics.RemovalRecorder{Informers: mgr.GetCache()}); err != nil {
+		return fmt.Errorf("failed to add the removal metrics recorder: %w", err)
+	}
+	klog.FromContext(context.Background()).V(4).Info("Registered etcd-adapter metrics")
+	return nil
+}

@@ -1,0 +1,172 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/flags"
+
+	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
+)
+
+// Defaults of Options.
+const (
+	// DefaultHealthAddr serves /healthz and /readyz (Cluster API providers use :9440).
+	DefaultHealthAddr = ":9440"
+	// DefaultWebhookPort serves the quorum guard (Cluster API providers use 9443).
+	DefaultWebhookPort = 9443
+	// DefaultWebhookCertDir is where cert-manager's Secret is mounted in the Deployment.
+	DefaultWebhookCertDir = "/tmp/k8s-webhook-server/serving-certs/"
+	// DefaultSyncPeriod is the manager's resync period (Cluster API's default).
+	DefaultSyncPeriod = 10 * time.Minute
+	// DefaultLeaderElectionID names the Lease replicas elect a leader with.
+	DefaultLeaderElectionID = "etcd-adapter-leader-election"
+	// DefaultClusterCacheConcurrency is how many workload cluster connections are set up at once.
+	DefaultClusterCacheConcurrency = 100
+)
+
+// Options are the manager's settings; AddFlags binds them to command-line flags.
+type Options struct {
+	// LeaderElection and its timings, as Cluster API providers name them.
+	LeaderElection              bool
+	LeaderElectionID            string
+	LeaderElectionNamespace     string
+	LeaderElectionLeaseDuration time.Duration
+	LeaderElectionRenewDeadline time.Duration
+	LeaderElectionRetryPeriod   time.Duration
+
+	// Namespace restricts the manager to one namespace; empty watches all.
+	Namespace string
+	// WatchFilter, when set, restricts the manager to Clusters labelled
+	// cluster.x-k8s.io/watch-filter=<WatchFilter>, so several managers can share a fleet.
+	WatchFilter string
+
+	// HealthAddr serves /healthz and /readyz; "0" disables them.
+	HealthAddr string
+	// ProfilerAddr serves pprof when set.
+	ProfilerAddr string
+	// Diagnostics are Cluster API's metrics and TLS flags (--diagnostics-address,
+	// --insecure-diagnostics, --tls-min-version, ...).
+	Diagnostics flags.ManagerOptions
+
+	// Webhooks serves the quorum guard; off, no certificate is needed (for example `make run`
+	// against a management cluster without cert-manager).
+	Webhooks       bool
+	WebhookPort    int
+	WebhookHost    string
+	WebhookCertDir string
+	WebhookCert    string
+	WebhookKey     string
+
+	// Concurrency is the number of ControlPlaneEtcds reconciled at once.
+	Concurrency int
+	// ClusterCacheConcurrency is the number of workload cluster connections set up at once.
+	ClusterCacheConcurrency int
+	// ClusterCacheQPS and ClusterCacheBurst limit the requests to each workload apiserver.
+	ClusterCacheQPS   float32
+	ClusterCacheBurst int
+	// KubeAPIQPS and KubeAPIBurst limit the requests to the management apiserver.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// SyncPeriod is the manager's resync period.
+	SyncPeriod time.Duration
+
+	// EtcdCallTimeout bounds one observation of a workload cluster's etcd; zero means the
+	// controller's default.
+	EtcdCallTimeout time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		LeaderElectionID:            DefaultLeaderElectionID,
+		LeaderElectionLeaseDuration: 15 * time.Second,
+		LeaderElectionRenewDeadline: 10 * time.Second,
+		LeaderElectionRetryPeriod:   2 * time.Second,
+		HealthAddr:                  DefaultHealthAddr,
+		Diagnostics:                 flags.ManagerOptions{DiagnosticsAddress: ":8443", TLSMinVersion: "VersionTLS12"},
+		Webhooks:                    true,
+		WebhookPort:                 DefaultWebhookPort,
+		WebhookCertDir:              DefaultWebhookCertDir,
+		WebhookCert:                 "tls.crt",
+		WebhookKey:                  "tls.key",
+		Concurrency:                 setup.DefaultConcurrency,
+		ClusterCacheConcurrency:     DefaultClusterCacheConcurrency,
+		ClusterCacheQPS:             20,
+		ClusterCacheBurst:           30,
+		KubeAPIQPS:                  20,
+		KubeAPIBurst:                30,
+		SyncPeriod:                  DefaultSyncPeriod,
+	}
+}
+
+// AddFlags binds o to fs with Cluster API providers' flag names; the current values of o are the
+// defaults shown.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection,
+		"Enable leader election, so that only one replica of the manager acts at a time.")
+	fs.StringVar(&o.LeaderElectionID, "leader-elect-id", o.LeaderElectionID,
+		"Name of the Lease the replicas elect a leader with. Managers that share a fleet by --watch-filter need distinct IDs.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-elect-namespace", o.LeaderElectionNamespace,
+		"Namespace of the leader-election Lease; empty means the namespace the manager runs in.")
+	fs.DurationVar(&o.LeaderElectionLeaseDuration, "leader-elect-lease-duration", o.LeaderElectionLeaseDuration,
+		"Interval at which non-leader candidates wait to force acquire leadership.")
+	fs.DurationVar(&o.LeaderElectionRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectionRenewDeadline,
+		"Duration that the leader retries refreshing leadership before giving up.")
+	fs.DurationVar(&o.LeaderElectionRetryPeriod, "leader-elect-retry-period", o.LeaderElectionRetryPeriod,
+		"Duration the leader-election clients wait between tries.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace,
+		"Namespace whose Clusters the manager handles. If unspecified, all namespaces.")
+	fs.StringVar(&o.WatchFilter, "watch-filter", o.WatchFilter,
+		fmt.Sprintf("Label value that the manager watches to handle Clusters. Label key is always %s. If unspecified, the manager handles every Cluster.", clusterv1.WatchLabel))
+	fs.StringVar(&o.HealthAddr, "health-addr", o.HealthAddr,
+		"The address /healthz and /readyz bind to.")
+	fs.StringVar(&o.ProfilerAddr, "profiler-address", o.ProfilerAddr,
+		"Bind address to expose the pprof profiler (e.g. localhost:6060).")
+	flags.AddManagerOptions(fs, &o.Diagnostics)
+	fs.BoolVar(&o.Webhooks, "enable-webhooks", o.Webhooks,
+		"Serve the quorum guard webhook (needs a serving certificate in --webhook-cert-dir).")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Webhook server port.")
+	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Webhook server bind host; empty means every interface.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Webhook serving certificate directory.")
+	fs.StringVar(&o.WebhookCert, "webhook-cert-name", o.WebhookCert, "Webhook serving certificate file name in --webhook-cert-dir.")
+	fs.StringVar(&o.WebhookKey, "webhook-key-name", o.WebhookKey, "Webhook serving key file name in --webhook-cert-dir.")
+	fs.IntVar(&o.Concurrency, "controlplaneetcd-concurrency", o.Concurrency,
+		"Number of ControlPlaneEtcds (Clusters) reconciled at once; a dead workload cluster holds one worker for at most --etcd-call-timeout.")
+	fs.IntVar(&o.ClusterCacheConcurrency, "clustercache-concurrency", o.ClusterCacheConcurrency,
+		"Number of workload cluster connections set up at once.")
+	fs.Float32Var(&o.ClusterCacheQPS, "clustercache-client-qps", o.ClusterCacheQPS,
+		"Maximum queries per second to each workload cluster's apiserver.")
+	fs.IntVar(&o.ClusterCacheBurst, "clustercache-client-burst", o.ClusterCacheBurst,
+		"Maximum burst of queries to each workload cluster's apiserver.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Maximum queries per second to the management cluster's apiserver.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Maximum burst of queries to the management cluster's apiserver.")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod,
+		"The minimum interval at which watched objects are reconciled again.")
+	fs.DurationVar(&o.EtcdCallTimeout, "etcd-call-timeout", o.EtcdCallTimeout,
+		"Bound on one observation of a workload cluster's etcd (0: the controller's default, 10s).")
+}
+
+// Validate reports flag values that cannot work together.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--controlplaneetcd-concurrency must be at least 1, got %d", o.Concurrency))
+	}
+	if o.ClusterCacheConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--clustercache-concurrency must be at least 1, got %d", o.ClusterCacheConcurrency))
+	}
+	if o.EtcdCallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--etcd-call-timeout must not be negative, got %s", o.EtcdCallTimeout))
+	}
+	if o.LeaderElection && o.LeaderElectionRenewDeadline >= o.LeaderElectionLeaseDuration {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be shorter than --leader-elect-lease-duration (%s)",
+			o.LeaderElectionRenewDeadline, o.LeaderElectionLeaseDuration))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+// RemovalRecorder records member removals as ControlPlaneEtcd status updates show them end. It
+// is a manager Runnable that runs on the elected leader only, so a removal is counted once
+// however many replicas run.
+type RemovalRecorder struct {
+	// Informers is the manager's cache.
+	Informers cache.Informers
+}
+
+// NeedLeaderElection makes the recorder run on the leader only.
+func (r *RemovalRecorder) NeedLeaderElection() bool { return true }
+
+// Start watches ControlPlaneEtcd updates until ctx is done.
+func (r *RemovalRecorder) Start(ctx context.Context) error {
+	if r.Informers == nil {
+		return errors.New("failed to start the removal recorder: Informers is nil")
+	}
+	inf, err := r.Informers.GetInformer(ctx, &v1alpha1.ControlPlaneEtcd{})
+	if err != nil {
+		return fmt.Errorf("failed to get the ControlPlaneEtcd informer: %w", err)
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			before, _ := oldObj.(*v1alpha1.ControlPlaneEtcd)
+			after, _ := newObj.(*v1alpha1.ControlPlaneEtcd)
+			RecordRemovalEnded(before, after)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("failed to watch ControlPlaneEtcd updates: %w", err)
+	}
+	<-ctx.Done()
+	if err := inf.RemoveEventHandler(reg); err != nil {
+		return fmt.Errorf("failed to stop watching ControlPlaneEtcd updates: %w", err)
+	}
+	return nil
+}
