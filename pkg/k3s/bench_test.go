@@ -41,7 +41,7 @@ func BenchmarkRemovalNoticed(b *testing.B) {
 			joined := fmt.Sprintf("cp-%d", len(c.nodes))
 			c.join(ctx, g, joined)
 			oldest := c.nodes[i]
-			r, err := waitFor(ctx, c, oldest)
+			r, err := waitFor(ctx, c, c.memberOf(oldest))
 			reported := time.Now()
 			g.Expect(err).ToNot(HaveOccurred())
 			g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
@@ -59,10 +59,10 @@ func BenchmarkRemovalNoticed(b *testing.B) {
 }
 
 // waitFor waits for the removal of the member on node, bounded.
-func waitFor(ctx context.Context, c *k3sCluster, node string) (etcd.Removal, error) {
+func waitFor(ctx context.Context, c *k3sCluster, m etcd.Member) (etcd.Removal, error) {
 	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
-	return c.backend.WaitForRemoval(ctx, node)
+	return c.backend.WaitForRemoval(ctx, m)
 }
 
 // join starts a new server on node and waits until the backend sees it as a healthy voter.
@@ -183,13 +183,13 @@ func BenchmarkObserve5Nodes(b *testing.B) {
 
 		// What a watch event costs once K3s reported: RemoveMember answers from the cache.
 		node := c.follower(g)
-		r, err := waitFor(ctx, c, node)
+		r, err := waitFor(ctx, c, c.memberOf(node))
 		g.Expect(err).ToNot(HaveOccurred())
 		g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 		times = times[:0]
 		for range observeRounds {
 			start := time.Now()
-			r, err := c.backend.RemoveMember(ctx, node)
+			r, err := c.backend.RemoveMember(ctx, c.memberOf(node))
 			times = append(times, time.Since(start))
 			g.Expect(err).ToNot(HaveOccurred())
 			g.Expect(r.State).To(Equal(etcd.RemovalRemoved))

@@ -45,7 +45,7 @@ func TestBackend_clusterCache(t *testing.T) {
 	node := c.follower(g)
 	wait, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
-	r, err := b.WaitForRemoval(wait, node)
+	r, err := b.WaitForRemoval(wait, c.memberOf(node))
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
 	name, _ := c.sim.MemberName(node)

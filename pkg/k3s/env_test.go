@@ -14,11 +14,13 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
@@ -155,6 +157,12 @@ func (c *k3sCluster) waitReady(g Gomega) {
 	}
 }
 
+// memberOf is the member the simulator runs on node (or ran last), named as a snapshot names it.
+func (c *k3sCluster) memberOf(node string) etcd.Member {
+	name, _ := c.sim.MemberName(node)
+	return etcd.Member{ID: k3s.MemberID(name), Name: name, NodeName: node}
+}
+
 // node reads a Node from the apiserver.
 func (c *k3sCluster) node(g Gomega, name string) *corev1.Node {
 	n := &corev1.Node{}
@@ -179,21 +187,30 @@ func (c *k3sCluster) hasMember(g Gomega, name string) bool {
 }
 
 func (c *k3sCluster) hasMemberErr(ctx context.Context, name string) (bool, error) {
-	cli, err := c.etcd.NewClient(ctx)
+	members, err := c.etcdMembers(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		return false, err
-	}
-	for _, m := range resp.Members {
+	for _, m := range members {
 		if m.Name == name {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// etcdMembers is etcd's own member list (ground truth).
+func (c *k3sCluster) etcdMembers(ctx context.Context) ([]*etcdserverpb.Member, error) {
+	cli, err := c.etcd.NewClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Members, nil
 }
 
 // leaderNode returns the Node whose member leads, as etcd says (ground truth).

@@ -42,7 +42,7 @@ func TestBackend_staleHeartbeat(t *testing.T) {
 		g.Expect(mh.Health).To(Equal(etcd.Unknown))
 	}
 	g.Expect(healthOf(c.nodes)(s)).To(Equal(v1alpha1.EtcdClusterHealthUnknownReason))
-	g.Expect(etcd.CanRemoveMember(s, time.Now(), c.nodes[0]).Allowed).To(BeFalse())
+	g.Expect(etcd.CanRemoveMember(s, time.Now(), c.memberOf(c.nodes[0])).Allowed).To(BeFalse())
 
 	c.sim.StartConditionWriter()
 	g.Eventually(func(g Gomega) {
@@ -73,13 +73,13 @@ func TestBackend_memberControllerStopped(t *testing.T) {
 
 	short, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
 	defer cancel()
-	r, err := c.backend.WaitForRemoval(short, node)
+	r, err := c.backend.WaitForRemoval(short, c.memberOf(node))
 	g.Expect(err).To(MatchError(context.DeadlineExceeded))
 	g.Expect(r.State).To(Equal(etcd.RemovalInProgress))
 	t.Logf("with K3s's member controller stopped: %v", err)
 	g.Expect(r.Reason).To(MatchRegexp(`waiting on K3s to remove etcd member ` + member + `: etcd.k3s.cattle.io/remove=true was set [1-3]s ago`))
 	g.Eventually(func(g Gomega) {
-		r, err := c.backend.RemoveMember(ctx, node)
+		r, err := c.backend.RemoveMember(ctx, c.memberOf(node))
 		g.Expect(err).ToNot(HaveOccurred())
 		g.Expect(r.Reason).To(MatchRegexp(`was set [3-9]s ago`))
 	}, waitTimeout, pollInterval).Should(Succeed())
@@ -88,7 +88,7 @@ func TestBackend_memberControllerStopped(t *testing.T) {
 	requestedAt := c.node(g, node).Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]
 	restarted, err := k3s.New(k3s.Config{Client: c.client})
 	g.Expect(err).ToNot(HaveOccurred())
-	r, err = restarted.RemoveMember(ctx, node)
+	r, err = restarted.RemoveMember(ctx, c.memberOf(node))
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(r.State).To(Equal(etcd.RemovalInProgress))
 	g.Expect(c.node(g, node).Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]).To(Equal(requestedAt))
@@ -96,7 +96,7 @@ func TestBackend_memberControllerStopped(t *testing.T) {
 	g.Expect(c.sim.StartMemberController(ctx)).To(Succeed())
 	wait, cancel2 := context.WithTimeout(ctx, waitTimeout)
 	defer cancel2()
-	r, err = c.backend.WaitForRemoval(wait, node)
+	r, err = c.backend.WaitForRemoval(wait, c.memberOf(node))
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
 	g.Expect(c.hasMember(g, member)).To(BeFalse())
@@ -115,11 +115,11 @@ func TestBackend_removeLeader(t *testing.T) {
 			defer cancel()
 			leader := c.leaderNode(g)
 			member, _ := c.sim.MemberName(leader)
-			move, err := c.backend.MoveLeader(ctx, leader, c.follower(g))
+			move, err := c.backend.MoveLeader(ctx, c.memberOf(leader), c.memberOf(c.follower(g)))
 			g.Expect(err).ToNot(HaveOccurred())
 			t.Logf("%s: MoveLeader: %s: %s", version, move.Outcome, move.Warning)
 
-			r, err := c.backend.WaitForRemoval(ctx, leader)
+			r, err := c.backend.WaitForRemoval(ctx, c.memberOf(leader))
 			g.Expect(err).ToNot(HaveOccurred())
 			g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
 			g.Expect(c.hasMember(g, member)).To(BeFalse())
@@ -141,14 +141,14 @@ func TestBackend_removeMemberInputs(t *testing.T) {
 	ctx := context.Background()
 	c := startCluster(t, "v1.33.4+k3s1", 2, clusterOptions{})
 
-	r, err := c.backend.RemoveMember(ctx, "no-such-node")
+	r, err := c.backend.RemoveMember(ctx, etcd.Member{Name: "no-such-node-00000000", NodeName: "no-such-node"})
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), "a Node that is gone has no member: K3s's finalizer saw to that")
 	g.Expect(r.Reason).To(ContainSubstring("finalizer"))
 
 	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-0"}}
 	g.Expect(c.client.Create(ctx, worker)).To(Succeed())
-	_, err = c.backend.RemoveMember(ctx, "worker-0")
+	_, err = c.backend.RemoveMember(ctx, etcd.Member{Name: "worker-0-00000000", NodeName: "worker-0"})
 	g.Expect(err).To(MatchError(etcd.ErrInvalidInput))
 	g.Expect(err.Error()).To(ContainSubstring("not an etcd Node"))
 	g.Expect(c.node(g, "worker-0").Annotations).ToNot(HaveKey(c.keys.Remove))

@@ -48,6 +48,11 @@ type lifecycle struct {
 	removed, oldMember string
 }
 
+// old is the removed member as a snapshot named it before the removal.
+func (l *lifecycle) old() etcd.Member {
+	return etcd.Member{ID: k3s.MemberID(l.oldMember), Name: l.oldMember, NodeName: l.removed}
+}
+
 func (l *lifecycle) observe(t *testing.T) {
 	g := NewWithT(t)
 	c := l.c
@@ -99,7 +104,7 @@ func (l *lifecycle) moveLeader(t *testing.T) {
 	g := NewWithT(t)
 	c := l.c
 	v, _ := k3s.ParseVersion(c.version)
-	move, err := c.backend.MoveLeader(context.Background(), c.nodes[0], c.nodes[1])
+	move, err := c.backend.MoveLeader(context.Background(), c.memberOf(c.nodes[0]), c.memberOf(c.nodes[1]))
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(move.Outcome).To(Equal(etcd.LeaderMoveByBackend))
 	if v.MovesLeader() {
@@ -107,7 +112,7 @@ func (l *lifecycle) moveLeader(t *testing.T) {
 	} else {
 		g.Expect(move.Warning).To(ContainSubstring("causes a leader election"))
 	}
-	_, err = c.backend.MoveLeader(context.Background(), "no-such-node", c.nodes[1])
+	_, err = c.backend.MoveLeader(context.Background(), etcd.Member{Name: "x-00000000", NodeName: "no-such-node"}, c.memberOf(c.nodes[1]))
 	g.Expect(err).To(MatchError(etcd.ErrInvalidInput))
 }
 
@@ -118,13 +123,13 @@ func (l *lifecycle) removeFollower(t *testing.T) {
 	defer cancel()
 	l.removed = c.follower(g)
 	l.oldMember, _ = c.sim.MemberName(l.removed)
-	first, err := c.backend.RemoveMember(ctx, l.removed)
+	first, err := c.backend.RemoveMember(ctx, c.memberOf(l.removed))
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(first.State).To(BeElementOf(etcd.RemovalInProgress, etcd.RemovalRemoved))
 	g.Expect(first.Member.Name).To(Equal(l.oldMember))
 
 	started := time.Now()
-	r, err := c.backend.WaitForRemoval(ctx, l.removed)
+	r, err := c.backend.WaitForRemoval(ctx, l.old())
 	g.Expect(err).ToNot(HaveOccurred())
 	t.Logf("%s: removal reported %s %v after the first call: %s", c.version, r.State, time.Since(started).Round(time.Millisecond), r.Reason)
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
@@ -151,7 +156,7 @@ func (l *lifecycle) removedAgain(t *testing.T) {
 	c := l.c
 	before := c.node(g, l.removed).Annotations
 	for range 3 {
-		r, err := c.backend.RemoveMember(context.Background(), l.removed)
+		r, err := c.backend.RemoveMember(context.Background(), l.old())
 		g.Expect(err).ToNot(HaveOccurred())
 		g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 		g.Expect(r.Member.Name).To(Equal(l.oldMember))
@@ -159,7 +164,7 @@ func (l *lifecycle) removedAgain(t *testing.T) {
 	// A restarted controller (a new Backend with nothing in memory) reads the same outcome.
 	restarted, err := k3s.New(k3s.Config{Client: c.client})
 	g.Expect(err).ToNot(HaveOccurred())
-	r, err := restarted.RemoveMember(context.Background(), l.removed)
+	r, err := restarted.RemoveMember(context.Background(), l.old())
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 	g.Expect(r.Member.Name).To(Equal(l.oldMember))
@@ -179,7 +184,7 @@ func (l *lifecycle) rejoin(t *testing.T) {
 		g.Expect(c.node(g, l.removed).Annotations).To(HaveKeyWithValue(c.keys.NodeName, newMember))
 	}, waitTimeout, pollInterval).Should(Succeed())
 
-	r, err := c.backend.RemoveMember(ctx, l.removed)
+	r, err := c.backend.RemoveMember(ctx, l.old())
 	g.Expect(err).ToNot(HaveOccurred())
 	t.Logf("%s: after the rejoin: %s: %s", c.version, r.State, r.Reason)
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
@@ -191,7 +196,7 @@ func (l *lifecycle) rejoin(t *testing.T) {
 		g.Expect(c.node(g, l.removed).Annotations[c.keys.Remove]).ToNot(Equal("true"))
 	}, waitTimeout, pollInterval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		r, err := c.backend.RemoveMember(ctx, l.removed)
+		r, err := c.backend.RemoveMember(ctx, l.old())
 		g.Expect(err).ToNot(HaveOccurred())
 		g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 		n := c.node(g, l.removed)
@@ -199,9 +204,11 @@ func (l *lifecycle) rejoin(t *testing.T) {
 		g.Expect(n.Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]).To(Equal(requestedAt))
 		g.Expect(c.hasMember(g, newMember)).To(BeTrue())
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
-	r, err = c.backend.RemoveMember(ctx, l.removed)
+	r, err = c.backend.RemoveMember(ctx, l.old())
 	g.Expect(err).ToNot(HaveOccurred())
 	t.Logf("%s: once K3s processed the rejoin: %s", c.version, r.Reason)
+	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
+	g.Expect(r.Member.Name).To(Equal(l.oldMember))
 	// The rejoined learner is promoted before the next step needs a full cluster.
 	g.Eventually(func(g Gomega) {
 		s, err := c.backend.Observe(ctx)
@@ -232,11 +239,11 @@ func (l *lifecycle) waitsOnDownMember(t *testing.T) {
 	}
 	downMember, _ := c.sim.MemberName(down)
 	targetMember, _ := c.sim.MemberName(target)
-	g.Expect(c.etcd.Member(downMember).Kill()).To(Succeed())
+	g.Expect(c.sim.Quiesced(c.etcd.Member(downMember).Kill)).To(Succeed())
 	var r etcd.Removal
 	g.Consistently(func(g Gomega) {
 		var err error
-		r, err = c.backend.RemoveMember(ctx, target)
+		r, err = c.backend.RemoveMember(ctx, c.memberOf(target))
 		g.Expect(err).ToNot(HaveOccurred())
 		g.Expect(r.State).To(Equal(etcd.RemovalInProgress))
 	}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
@@ -266,7 +273,7 @@ func TestBackend_rejection(t *testing.T) {
 				var r etcd.Removal
 				g.Consistently(func(g Gomega) {
 					var err error
-					r, err = c.backend.RemoveMember(ctx, target)
+					r, err = c.backend.RemoveMember(ctx, c.memberOf(target))
 					g.Expect(err).ToNot(HaveOccurred())
 					g.Expect(r.State).To(Equal(etcd.RemovalInProgress))
 					g.Expect(c.node(g, target).Annotations).To(HaveKeyWithValue(c.keys.Remove, "true"))
@@ -276,14 +283,14 @@ func TestBackend_rejection(t *testing.T) {
 				g.Expect(c.hasMember(g, targetMember)).To(BeTrue())
 				return
 			}
-			r, err := c.backend.WaitForRemoval(ctx, target)
+			r, err := c.backend.WaitForRemoval(ctx, c.memberOf(target))
 			g.Expect(err).ToNot(HaveOccurred())
 			t.Logf("%s: %s: %s", c.version, r.State, r.Reason)
 			g.Expect(r.State).To(Equal(etcd.RemovalRejected))
 			g.Expect(r.Reason).To(ContainSubstring("K3s refused: it would leave too few started members"))
 			g.Expect(r.Member.Name).To(Equal(targetMember))
 			g.Consistently(func(g Gomega) {
-				again, err := c.backend.RemoveMember(ctx, target)
+				again, err := c.backend.RemoveMember(ctx, c.memberOf(target))
 				g.Expect(err).ToNot(HaveOccurred())
 				g.Expect(again.State).To(Equal(etcd.RemovalRejected))
 				g.Expect(c.node(g, target).Annotations).ToNot(HaveKey(c.keys.Remove), "remove is never set again")

@@ -118,8 +118,11 @@ func (s *Simulator) memberHealth(ctx context.Context, members []member) map[uint
 }
 
 // writeVoterConditions is the leader's EtcdIsVoter pass over the etcd-labelled Nodes.
-func (s *Simulator) writeVoterConditions(ctx context.Context, members []member) error {
-	if !s.profile.HasEtcdIsVoter {
+//
+// p is the profile of the leader's K3s: only its rules apply, also to Nodes whose servers run
+// another version (k3s pkg/etcd/etcd.go runs the pass on the leader only).
+func (s *Simulator) writeVoterConditions(ctx context.Context, members []member, p Profile) error {
+	if !p.HasEtcdIsVoter {
 		return nil
 	}
 	nodes := &corev1.NodeList{}
@@ -127,14 +130,17 @@ func (s *Simulator) writeVoterConditions(ctx context.Context, members []member) 
 		return fmt.Errorf("failed to list etcd Nodes: %w", err)
 	}
 	var health map[uint64]error
-	if s.profile.HasHealthReasons {
+	if p.HasHealthReasons {
 		health = s.memberHealth(ctx, members)
 	}
 	var errs []error
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
-		m, found := matchMember(s.profile, node, members)
-		desired, ok := desiredVoterCondition(s.profile, m, found, health[m.ID])
+		if s.conditionHidden(node.Name) {
+			continue
+		}
+		m, found := matchMember(p, node, members)
+		desired, ok := desiredVoterCondition(p, m, found, health[m.ID])
 		if !ok {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -73,6 +74,47 @@ type etcdOps struct {
 	cluster EtcdCluster
 	cli     *clientv3.Client
 	timeout time.Duration
+
+	mu sync.Mutex
+	// renames maps etcd's member name to the name a cluster reset gave it (ClusterReset).
+	renames map[string]string
+}
+
+// rename makes the member etcd calls from known as to from now on.
+func (o *etcdOps) rename(from, to string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.renames == nil {
+		o.renames = map[string]string{}
+	}
+	for etcdName, shown := range o.renames {
+		if shown == from {
+			from = etcdName
+		}
+	}
+	o.renames[from] = to
+}
+
+// shownName is the name the simulator shows for etcd's member name.
+func (o *etcdOps) shownName(etcdName string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n, ok := o.renames[etcdName]; ok {
+		return n
+	}
+	return etcdName
+}
+
+// etcdName is etcd's own name of a member the simulator shows as shown.
+func (o *etcdOps) etcdName(shown string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for etcdName, n := range o.renames {
+		if n == shown {
+			return etcdName
+		}
+	}
+	return shown
 }
 
 // members lists the members and points the client at the voters' client URLs, because
@@ -87,7 +129,9 @@ func (o *etcdOps) members(ctx context.Context) ([]member, error) {
 	members := make([]member, 0, len(resp.Members))
 	var voterURLs []string
 	for _, m := range resp.Members {
-		members = append(members, memberFromPB(m))
+		shown := memberFromPB(m)
+		shown.Name = o.shownName(m.Name)
+		members = append(members, shown)
 		if !m.IsLearner {
 			voterURLs = append(voterURLs, m.ClientURLs...)
 		}

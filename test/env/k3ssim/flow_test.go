@@ -88,13 +88,13 @@ func (f *lifecycle) metadata(ctx context.Context, t *testing.T) {
 		}
 		g.Expect(n.Status.NodeInfo.KubeletVersion).To(Equal(p.Version))
 		g.Expect(n.Finalizers).To(ContainElement(MemberControllerFinalizer))
-		g.Expect(c.readyStatus(ctx, node)).To(Equal(corev1.ConditionTrue))
+		g.Expect(c.readyStatus(ctx, g, node)).To(Equal(corev1.ConditionTrue))
 	}
 	if !p.HasEtcdIsVoter {
 		g.Consistently(func() []string {
 			var reasons []string
 			for _, node := range c.nodes {
-				reasons = append(reasons, c.reason(ctx, node))
+				reasons = append(reasons, c.reason(ctx, g, node))
 			}
 			return reasons
 		}, 4*testTick, pollInterval).Should(HaveEach(BeEmpty()), "a K3s before EtcdIsVoter writes no condition")
@@ -112,13 +112,13 @@ func (f *lifecycle) removeFollower(ctx context.Context, t *testing.T) {
 		}
 	}
 	// Client rule of the contract: record node-name before setting remove.
-	f.followerMember = c.annotations(ctx, f.follower)[keys.NodeName]
+	f.followerMember = c.annotations(ctx, g, f.follower)[keys.NodeName]
 	g.Expect(f.followerMember).ToNot(BeEmpty())
 	c.annotate(ctx, g, f.follower, keys.Remove, "true")
 
-	g.Eventually(func() map[string]string { return c.annotations(ctx, f.follower) }, waitTimeout, pollInterval).
+	g.Eventually(func() map[string]string { return c.annotations(ctx, g, f.follower) }, waitTimeout, pollInterval).
 		Should(HaveKeyWithValue(keys.RemovedNodeName, f.followerMember))
-	ann := c.annotations(ctx, f.follower)
+	ann := c.annotations(ctx, g, f.follower)
 	g.Expect(ann).ToNot(HaveKey(keys.NodeName))
 	g.Expect(ann).ToNot(HaveKey(keys.NodeAddress))
 	if c.profile.Removal == RemovalLeaderAware {
@@ -128,10 +128,10 @@ func (f *lifecycle) removeFollower(ctx context.Context, t *testing.T) {
 	}
 	g.Expect(c.members(ctx, g)).ToNot(HaveKey(f.followerMember))
 	g.Eventually(func() bool { return c.etcd.Member(f.followerMember).Running() }, waitTimeout, pollInterval).Should(BeFalse())
-	g.Eventually(func() corev1.ConditionStatus { return c.readyStatus(ctx, f.follower) }, waitTimeout, pollInterval).
+	g.Eventually(func() corev1.ConditionStatus { return c.readyStatus(ctx, g, f.follower) }, waitTimeout, pollInterval).
 		Should(Equal(corev1.ConditionUnknown))
 	if c.profile.HasHealthReasons {
-		g.Eventually(func() string { return c.reason(ctx, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonNotAMember))
+		g.Eventually(func() string { return c.reason(ctx, g, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonNotAMember))
 	}
 }
 
@@ -160,22 +160,22 @@ func (f *lifecycle) rejoin(ctx context.Context, t *testing.T) {
 	g.Expect(name).To(MatchRegexp("^" + f.follower + "-[0-9a-f]{8}$"))
 	g.Expect(name).ToNot(Equal(f.followerMember))
 
-	g.Eventually(func() map[string]string { return c.annotations(ctx, f.follower) }, waitTimeout, pollInterval).Should(And(
+	g.Eventually(func() map[string]string { return c.annotations(ctx, g, f.follower) }, waitTimeout, pollInterval).Should(And(
 		HaveKeyWithValue(keys.NodeName, name),
 		HaveKeyWithValue(keys.NodeAddress, c.ips[f.follower]),
 		Not(HaveKey(keys.RemovedNodeName)),
 	))
 	if c.profile.Removal == RemovalLegacy {
-		g.Eventually(func() map[string]string { return c.annotations(ctx, f.follower) }, waitTimeout, pollInterval).
+		g.Eventually(func() map[string]string { return c.annotations(ctx, g, f.follower) }, waitTimeout, pollInterval).
 			Should(HaveKeyWithValue(keys.Remove, "false"))
 	} else {
-		g.Eventually(func() map[string]string { return c.annotations(ctx, f.follower) }, waitTimeout, pollInterval).
+		g.Eventually(func() map[string]string { return c.annotations(ctx, g, f.follower) }, waitTimeout, pollInterval).
 			ShouldNot(HaveKey(keys.Remove))
 	}
 	g.Expect(c.members(ctx, g)[name].IsLearner).To(BeTrue())
-	g.Expect(c.readyStatus(ctx, f.follower)).To(Equal(corev1.ConditionTrue))
+	g.Expect(c.readyStatus(ctx, g, f.follower)).To(Equal(corev1.ConditionTrue))
 	if c.profile.HasEtcdIsVoter {
-		g.Eventually(func() string { return c.reason(ctx, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberIsLearner))
+		g.Eventually(func() string { return c.reason(ctx, g, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberIsLearner))
 	}
 
 	c.sim.ReleasePromotion()
@@ -185,7 +185,7 @@ func (f *lifecycle) rejoin(ctx context.Context, t *testing.T) {
 		g.Expect(m.IsLearner).To(BeFalse())
 	}, waitTimeout, pollInterval).Should(Succeed(), "the leader promotes the learner")
 	if c.profile.HasEtcdIsVoter {
-		g.Eventually(func() string { return c.reason(ctx, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberNotLearner))
+		g.Eventually(func() string { return c.reason(ctx, g, f.follower) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberNotLearner))
 	}
 	// The requeue-forever bug ends once node-name is back.
 	settled := c.sim.Requeues(f.follower)
@@ -196,11 +196,11 @@ func (f *lifecycle) removeLeader(ctx context.Context, t *testing.T) {
 	g := NewWithT(t)
 	c, keys := f.c, f.c.profile.Keys
 	f.leader = c.leaderNode(ctx, g)
-	name := c.annotations(ctx, f.leader)[keys.NodeName]
+	name := c.annotations(ctx, g, f.leader)[keys.NodeName]
 	moves := c.sim.LeaderMoves()
 	c.annotate(ctx, g, f.leader, keys.Remove, "true")
 
-	g.Eventually(func() map[string]string { return c.annotations(ctx, f.leader) }, waitTimeout, pollInterval).
+	g.Eventually(func() map[string]string { return c.annotations(ctx, g, f.leader) }, waitTimeout, pollInterval).
 		Should(HaveKeyWithValue(keys.RemovedNodeName, name))
 	g.Expect(c.members(ctx, g)).ToNot(HaveKey(name))
 	if c.profile.Removal == RemovalLeaderAware {
@@ -219,7 +219,7 @@ func (f *lifecycle) deleteNode(ctx context.Context, t *testing.T) {
 			f.other = node
 		}
 	}
-	name := c.annotations(ctx, f.other)[keys.NodeName]
+	name := c.annotations(ctx, g, f.other)[keys.NodeName]
 	g.Expect(name).ToNot(BeEmpty())
 
 	// With the member controller stopped the Node is held by the finalizer and the member stays.
@@ -254,7 +254,7 @@ func (f *lifecycle) deleteRemovedNode(ctx context.Context, t *testing.T) {
 func (f *lifecycle) rejectLastVoter(ctx context.Context, t *testing.T) {
 	g := NewWithT(t)
 	c, keys := f.c, f.c.profile.Keys
-	name := c.annotations(ctx, f.follower)[keys.NodeName]
+	name := c.annotations(ctx, g, f.follower)[keys.NodeName]
 	g.Expect(c.members(ctx, g)).To(HaveLen(1), "the rejoined follower is the only member left")
 	before := c.sim.Requeues(f.follower)
 	c.annotate(ctx, g, f.follower, keys.Remove, "true")
@@ -262,11 +262,11 @@ func (f *lifecycle) rejectLastVoter(ctx context.Context, t *testing.T) {
 	if c.profile.Removal == RemovalLegacy {
 		// Legacy K3s has no rejection case: the error is requeued and remove stays.
 		g.Eventually(func() int { return c.sim.Requeues(f.follower) }, waitTimeout, pollInterval).Should(BeNumerically(">=", before+2))
-		g.Expect(c.annotations(ctx, f.follower)).To(HaveKeyWithValue(keys.Remove, "true"))
+		g.Expect(c.annotations(ctx, g, f.follower)).To(HaveKeyWithValue(keys.Remove, "true"))
 	} else {
-		g.Eventually(func() map[string]string { return c.annotations(ctx, f.follower) }, waitTimeout, pollInterval).
+		g.Eventually(func() map[string]string { return c.annotations(ctx, g, f.follower) }, waitTimeout, pollInterval).
 			ShouldNot(HaveKey(keys.Remove))
 	}
-	g.Expect(c.annotations(ctx, f.follower)).To(And(HaveKeyWithValue(keys.NodeName, name), Not(HaveKey(keys.RemovedNodeName))))
+	g.Expect(c.annotations(ctx, g, f.follower)).To(And(HaveKeyWithValue(keys.NodeName, name), Not(HaveKey(keys.RemovedNodeName))))
 	g.Expect(c.members(ctx, g)).To(HaveKey(name))
 }

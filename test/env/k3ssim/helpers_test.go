@@ -105,13 +105,10 @@ func (c *k3sCluster) node(ctx context.Context, g Gomega, name string) *corev1.No
 	return n
 }
 
-// annotations returns a Node's annotations, or nil when it cannot be read.
-func (c *k3sCluster) annotations(ctx context.Context, name string) map[string]string {
-	n := &corev1.Node{}
-	if err := c.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
-		return nil
-	}
-	return n.Annotations
+// annotations returns a Node's annotations; a failed read fails g, so that an apiserver error
+// never passes for a missing annotation.
+func (c *k3sCluster) annotations(ctx context.Context, g Gomega, name string) map[string]string {
+	return c.node(ctx, g, name).Annotations
 }
 
 // annotate sets one annotation, as an outside actor would.
@@ -167,25 +164,18 @@ func voterCondition(n *corev1.Node) *corev1.NodeCondition {
 	return nil
 }
 
-// reason returns a Node's EtcdIsVoter reason, or "" when the condition is missing.
-func (c *k3sCluster) reason(ctx context.Context, name string) string {
-	n := &corev1.Node{}
-	if err := c.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
-		return ""
-	}
-	if cond := voterCondition(n); cond != nil {
+// reason returns a Node's EtcdIsVoter reason, or "" when the condition is missing; a failed
+// read fails g.
+func (c *k3sCluster) reason(ctx context.Context, g Gomega, name string) string {
+	if cond := voterCondition(c.node(ctx, g, name)); cond != nil {
 		return cond.Reason
 	}
 	return ""
 }
 
-// readyStatus returns a Node's Ready condition status.
-func (c *k3sCluster) readyStatus(ctx context.Context, name string) corev1.ConditionStatus {
-	n := &corev1.Node{}
-	if err := c.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
-		return ""
-	}
-	for _, cond := range n.Status.Conditions {
+// readyStatus returns a Node's Ready condition status; a failed read fails g.
+func (c *k3sCluster) readyStatus(ctx context.Context, g Gomega, name string) corev1.ConditionStatus {
+	for _, cond := range c.node(ctx, g, name).Status.Conditions {
 		if cond.Type == corev1.NodeReady {
 			return cond.Status
 		}
@@ -218,4 +208,32 @@ var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 // nodePrefix turns a test label and version into a Node name prefix.
 func nodePrefix(label, version string) string {
 	return label + "-" + strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(version), "-"), "-")
+}
+
+// follower returns a Node whose member does not lead.
+func (c *k3sCluster) follower(ctx context.Context, g Gomega) string {
+	leader := c.leaderNode(ctx, g)
+	for _, n := range c.nodes {
+		if n != leader {
+			return n
+		}
+	}
+	g.Expect(false).To(BeTrue(), "no follower")
+	return ""
+}
+
+// moveLeader moves etcd leadership to the member on node, through the current leader.
+func (c *k3sCluster) moveLeader(ctx context.Context, g Gomega, node string) {
+	g.Eventually(func(g Gomega) {
+		leader := c.leaderNode(ctx, g)
+		if leader == node {
+			return
+		}
+		cli, err := c.etcd.MemberOnNode(leader).NewClient(ctx)
+		g.Expect(err).ToNot(HaveOccurred())
+		defer func() { _ = cli.Close() }()
+		_, err = cli.MoveLeader(ctx, c.etcd.MemberOnNode(node).ID())
+		g.Expect(err).ToNot(HaveOccurred())
+		g.Expect(c.leaderNode(ctx, g)).To(Equal(node))
+	}, waitTimeout, pollInterval).Should(Succeed())
 }

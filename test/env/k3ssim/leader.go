@@ -11,36 +11,37 @@ func (s *Simulator) leaderDuties(ctx context.Context, members []member) {
 		s.log.Error(err, "No etcd leader, skipping leader duties")
 		return
 	}
-	if !s.leaderProcessRuns(leaderID, members) {
+	leader, ok := s.leaderServer(leaderID, members)
+	if !ok {
 		return
 	}
-	s.conditionPass(ctx, members)
+	s.conditionPass(ctx, members, leader.profile)
 	if !s.PromotionHeld() {
 		s.manageLearners(ctx, members)
 	}
 }
 
-// leaderProcessRuns reports whether the leader member belongs to a running simulated server.
-func (s *Simulator) leaderProcessRuns(leaderID uint64, members []member) bool {
+// leaderServer returns the running simulated server whose member leads.
+func (s *Simulator) leaderServer(leaderID uint64, members []member) (server, bool) {
 	for _, m := range members {
 		if m.ID != leaderID {
 			continue
 		}
 		srv, ok := s.serverForMember(m.Name)
-		return ok && srv.running
+		return srv, ok && srv.running
 	}
-	return false
+	return server{}, false
 }
 
 // conditionPass runs one EtcdIsVoter pass unless the writer is stopped. condMu makes
 // StopConditionWriter wait for a pass in flight.
-func (s *Simulator) conditionPass(ctx context.Context, members []member) {
+func (s *Simulator) conditionPass(ctx context.Context, members []member, p Profile) {
 	s.condMu.Lock()
 	defer s.condMu.Unlock()
 	if !s.ConditionWriterRunning() {
 		return
 	}
-	if err := s.writeVoterConditions(ctx, members); err != nil {
+	if err := s.writeVoterConditions(ctx, members, p); err != nil {
 		s.log.Error(err, "Failed to write EtcdIsVoter conditions")
 	}
 }
@@ -68,4 +69,27 @@ func (s *Simulator) setConditionWriter(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.conditionWriter = on
+}
+
+// StopConditionWriterFor stops the leader's EtcdIsVoter writes on one Node only (fault: that
+// Node's heartbeat goes stale while its member runs); StartConditionWriterFor resumes them.
+func (s *Simulator) StopConditionWriterFor(node string) {
+	s.mu.Lock()
+	s.hiddenNodes[node] = true
+	s.mu.Unlock()
+	s.condMu.Lock()
+	defer s.condMu.Unlock()
+}
+
+// StartConditionWriterFor resumes the leader's EtcdIsVoter writes on node.
+func (s *Simulator) StartConditionWriterFor(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.hiddenNodes, node)
+}
+
+func (s *Simulator) conditionHidden(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hiddenNodes[node]
 }

@@ -21,7 +21,7 @@ func (s *Simulator) registerNode(ctx context.Context, name, ip string) error {
 	}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{
 		"addresses": []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}},
-		"nodeInfo":  map[string]string{"kubeletVersion": s.profile.Version},
+		"nodeInfo":  map[string]string{"kubeletVersion": s.profileFor(name).Version},
 	}})
 	if err != nil {
 		return fmt.Errorf("failed to marshal Node %s status patch: %w", name, err)
@@ -35,12 +35,15 @@ func (s *Simulator) registerNode(ctx context.Context, name, ip string) error {
 // desiredMetadata returns the labels and annotations the metadata controller keeps on a
 // server's own Node (contract, "Keys on the Node").
 func (s *Simulator) desiredMetadata(srv server) (labels, annotations map[string]string) {
-	labels = map[string]string{EtcdRoleLabel: "true", ControlPlaneRoleLabel: "true"}
+	labels = map[string]string{EtcdRoleLabel: "true"}
+	if !srv.etcdOnly {
+		labels[ControlPlaneRoleLabel] = "true"
+	}
 	for k, v := range s.opts.ClusterLabels {
 		// Not K3s's: keeps a Node registered by someone else (a kubelet stand-in) in scope.
 		labels[k] = v
 	}
-	if s.profile.MasterLabel {
+	if srv.profile.MasterLabel {
 		labels[MasterRoleLabel] = "true"
 	}
 	annotations = map[string]string{s.profile.Keys.NodeName: srv.member, s.profile.Keys.NodeAddress: srv.ip}
@@ -65,10 +68,10 @@ func (s *Simulator) syncMetadata(ctx context.Context, srv server) error {
 			return fmt.Errorf("failed to write etcd metadata on Node %s: %w", srv.node, err)
 		}
 	}
-	if node.Status.NodeInfo.KubeletVersion == s.profile.Version {
+	if node.Status.NodeInfo.KubeletVersion == srv.profile.Version {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"nodeInfo": map[string]string{"kubeletVersion": s.profile.Version}}})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"nodeInfo": map[string]string{"kubeletVersion": srv.profile.Version}}})
 	if err != nil {
 		return fmt.Errorf("failed to marshal Node %s kubeletVersion patch: %w", srv.node, err)
 	}

@@ -11,19 +11,20 @@ import (
 type RemovalBehavior int
 
 const (
-	// RemovalLegacy is K3s 1.22 – 1.28.2: `remove` stays "true" after a successful removal, a
+	// RemovalLegacy is K3s before PR 8392: `remove` stays "true" after a successful removal, a
 	// rejoin under a new name deletes `removed-node-name` and sets `remove="false"`, and an
 	// etcd rejection is an ordinary error (requeued, `remove` kept). `removed-node-name` is
 	// checked before `node-name`/`node-address`, so a removed Node is a quiet no-op.
 	RemovalLegacy RemovalBehavior = iota
-	// RemovalRequeueBug is K3s 1.28.3 – 1.34.1 (including 1.32.0 – 1.32.9): as legacy on
+	// RemovalRequeueBug is K3s with PR 8392 and without PR 12920: as legacy on
 	// success, but a rejection clears `remove` and a rejoin deletes both annotations. The
 	// `node-name`/`node-address` check runs first whenever `remove` is present, so a removed
 	// Node (which keeps `remove="true"` and lost `node-name`) is requeued forever until the
 	// dead server rejoins and writes `node-name` again.
 	RemovalRequeueBug
-	// RemovalLeaderAware is K3s 1.34.2+ and 1.32.10+: leadership is moved off the member first
-	// (rejected when there is no other voter) and `remove` is deleted on success.
+	// RemovalLeaderAware is K3s with PR 12920 (1.34.2 / 1.32.10 / 1.31.14 and later):
+	// `remove` is deleted on success and the rejoin check runs on removed-node-name alone.
+	// Moving leadership first (PR 12908) is a separate flag, Profile.MovesLeaderFirst.
 	RemovalLeaderAware
 )
 
@@ -41,41 +42,58 @@ func (b RemovalBehavior) String() string {
 }
 
 // Profile is what one K3s (or RKE2) version does with Node objects, derived from its version
-// string by ParseProfile.
+// string by ParseProfile, one behaviour flag per controller as K3s's history (history.go) has
+// them.
 type Profile struct {
 	// Version is the version string as given, e.g. "v1.33.4+k3s1"; the simulator writes it to
 	// status.nodeInfo.kubeletVersion.
 	Version string
-	// Program is "k3s" or "rke2"; it only changes the annotation prefix.
+	// Program is "k3s" or "rke2"; it changes the annotation prefix and the Lease name.
 	Program string
 	// Minor and Patch of the 1.x version.
 	Minor, Patch int
 	// Keys are the annotation keys of Program.
 	Keys Keys
-	// HasEtcdIsVoter says whether the condition exists (1.28.4 / 1.27.8 / 1.26.11 and later).
+
+	// The etcd leader's member-status pass (k3s pkg/etcd/etcd.go).
+
+	// HasEtcdIsVoter: the pass writes EtcdIsVoter (changeVoterCondition).
 	HasEtcdIsVoter bool
-	// HasHealthReasons says whether the Unhealthy and NotAMember reasons exist (1.29.1 /
-	// 1.28.6 / 1.27.10 / 1.26.13 and later); before, only MemberNotLearner and
-	// MemberIsLearner.
+	// HasHealthReasons: the pass checks health and writes Unhealthy and NotAMember
+	// (changeHealthCheck); before, only MemberNotLearner and MemberIsLearner.
 	HasHealthReasons bool
-	// ExactMemberMatch says whether members match Nodes by member.Name == node-name
-	// annotation (1.29.3 and later); before, by the prefix `<node-name>-` of the member name.
+	// ExactMemberMatch: members match Nodes by member.Name == node-name annotation
+	// (changeExactMatch); before, by the prefix `<node-name>-` of the member name.
 	ExactMemberMatch bool
+
+	// The metadata controller (k3s pkg/etcd/metadata_controller.go).
+
 	// MasterLabel says whether the server also gets node-role.kubernetes.io/master=true.
 	MasterLabel bool
-	// Removal is the member controller generation.
+
+	// The member controller (k3s pkg/etcd/member_controller.go).
+
+	// ClearsRemoveOnRejection (changeClearOnReject, PR 8392).
+	ClearsRemoveOnRejection bool
+	// MovesLeaderFirst (changeMoveLeader, PR 12908).
+	MovesLeaderFirst bool
+	// DeletesRemoveOnSuccess (changeEndRequeue, PR 12920).
+	DeletesRemoveOnSuccess bool
+	// Removal is the member controller's order of checks, which PR 8392 and PR 12920 changed.
 	Removal RemovalBehavior
 }
 
-// minSupportedMinor is the oldest K3s the contract describes (1.22).
+// minSupportedMinor is the oldest K3s the simulator describes (1.22).
 const minSupportedMinor = 22
 
 // masterLabelUntilMinor is the first minor that no longer sets the master label.
-// NOTE: the contract only says "no longer set since mid-2025"; 1.33 is the simulator's
-// assumption for that cut-off, and nothing in the contract depends on the exact minor.
+// NOTE: K3s stopped setting it in mid-2025; 1.33 is the simulator's assumption for that cut-off,
+// and nothing depends on the exact minor.
 const masterLabelUntilMinor = 33
 
-var versionPattern = regexp.MustCompile(`^v?1\.(\d+)\.(\d+)(?:-[0-9A-Za-z.-]+)?\+(k3s|rke2r)\d+$`)
+// versionPattern matches a K3s or RKE2 kubelet version: a release (+k3sN, +rke2rN) or a
+// development build (+k3s-<sha>).
+var versionPattern = regexp.MustCompile(`^v?1\.(\d+)\.(\d+)(?:-[0-9A-Za-z.-]+)?\+(k3s|rke2)(?:r?\d+|-[0-9A-Za-z.]+)$`)
 
 // ParseProfile returns the profile of a K3s or RKE2 version string such as "v1.33.4+k3s1" or
 // "v1.32.10+rke2r1".
@@ -93,25 +111,32 @@ func ParseProfile(version string) (Profile, error) {
 		return Profile{}, fmt.Errorf("failed to parse patch of K3s version %q: %w", version, err)
 	}
 	if minor < minSupportedMinor {
-		return Profile{}, fmt.Errorf("K3s version %q is older than 1.%d, which the contract does not describe", version, minSupportedMinor)
+		return Profile{}, fmt.Errorf("K3s version %q is older than 1.%d, which the simulator does not describe", version, minSupportedMinor)
 	}
-	program := "k3s"
-	if m[3] == "rke2r" {
-		program = "rke2"
+	r := release{minor: minor, patch: patch}
+	p := Profile{
+		Version:                 version,
+		Program:                 m[3],
+		Minor:                   minor,
+		Patch:                   patch,
+		Keys:                    keysFor(m[3]),
+		HasEtcdIsVoter:          changeVoterCondition.in(r),
+		HasHealthReasons:        changeHealthCheck.in(r),
+		ExactMemberMatch:        changeExactMatch.in(r),
+		MasterLabel:             minor < masterLabelUntilMinor,
+		ClearsRemoveOnRejection: changeClearOnReject.in(r),
+		MovesLeaderFirst:        changeMoveLeader.in(r),
+		DeletesRemoveOnSuccess:  changeEndRequeue.in(r),
 	}
-	v := semver{minor: minor, patch: patch}
-	return Profile{
-		Version:          version,
-		Program:          program,
-		Minor:            minor,
-		Patch:            patch,
-		Keys:             keysFor(program),
-		HasEtcdIsVoter:   v.atLeastOnBranch(map[int]int{26: 11, 27: 8, 28: 4}, 29),
-		HasHealthReasons: v.atLeastOnBranch(map[int]int{26: 13, 27: 10, 28: 6, 29: 1}, 30),
-		ExactMemberMatch: v.atLeastOnBranch(map[int]int{29: 3}, 30),
-		MasterLabel:      minor < masterLabelUntilMinor,
-		Removal:          removalBehavior(v),
-	}, nil
+	switch {
+	case p.DeletesRemoveOnSuccess:
+		p.Removal = RemovalLeaderAware
+	case p.ClearsRemoveOnRejection:
+		p.Removal = RemovalRequeueBug
+	default:
+		p.Removal = RemovalLegacy
+	}
+	return p, nil
 }
 
 // MustParseProfile is ParseProfile for constant versions in tests; it panics on error.
@@ -123,27 +148,5 @@ func MustParseProfile(version string) Profile {
 	return p
 }
 
-// removalBehavior maps a version onto the three member controller generations.
-func removalBehavior(v semver) RemovalBehavior {
-	switch {
-	case v.atLeastOnBranch(map[int]int{32: 10, 34: 2}, 35):
-		return RemovalLeaderAware
-	case v.minor < 28 || (v.minor == 28 && v.patch <= 2):
-		return RemovalLegacy
-	default:
-		return RemovalRequeueBug
-	}
-}
-
-// semver is a 1.minor.patch version.
-type semver struct{ minor, patch int }
-
-// atLeastOnBranch reports whether v has a feature that was backported to the given release
-// branches (minor → first patch) and is in every release from minor allFrom on.
-func (v semver) atLeastOnBranch(branches map[int]int, allFrom int) bool {
-	if v.minor >= allFrom {
-		return true
-	}
-	first, ok := branches[v.minor]
-	return ok && v.patch >= first
-}
+// LeaseName is the Lease the member controller is leader-elected with, in kube-system.
+func (p Profile) LeaseName() string { return p.Program + "-etcd" }

@@ -35,18 +35,18 @@ func TestSimulator_rejectionNotEnoughStartedMembers(t *testing.T) {
 			if follower == c.leaderNode(ctx, g) {
 				follower = c.nodes[1]
 			}
-			name := c.annotations(ctx, follower)[keys.NodeName]
+			name := c.annotations(ctx, g, follower)[keys.NodeName]
 			before := c.sim.Requeues(follower)
 			c.annotate(ctx, g, follower, keys.Remove, "true")
 
 			if c.profile.Removal == RemovalLegacy {
 				g.Eventually(func() int { return c.sim.Requeues(follower) }, waitTimeout, pollInterval).Should(BeNumerically(">=", before+2))
-				g.Expect(c.annotations(ctx, follower)).To(HaveKeyWithValue(keys.Remove, "true"))
+				g.Expect(c.annotations(ctx, g, follower)).To(HaveKeyWithValue(keys.Remove, "true"))
 			} else {
-				g.Eventually(func() map[string]string { return c.annotations(ctx, follower) }, waitTimeout, pollInterval).
+				g.Eventually(func() map[string]string { return c.annotations(ctx, g, follower) }, waitTimeout, pollInterval).
 					ShouldNot(HaveKey(keys.Remove))
 			}
-			g.Expect(c.annotations(ctx, follower)).To(And(HaveKeyWithValue(keys.NodeName, name), Not(HaveKey(keys.RemovedNodeName))))
+			g.Expect(c.annotations(ctx, g, follower)).To(And(HaveKeyWithValue(keys.NodeName, name), Not(HaveKey(keys.RemovedNodeName))))
 			g.Expect(c.members(ctx, g)).To(HaveKey(name))
 		})
 	}

@@ -14,7 +14,7 @@ func (s *Simulator) syncRemoval(ctx context.Context, node *corev1.Node) error {
 	if _, ok := node.Labels[EtcdRoleLabel]; !ok {
 		return nil
 	}
-	switch s.profile.Removal {
+	switch s.memberControllerProfile().Removal {
 	case RemovalLegacy:
 		return s.syncRemovalLegacy(ctx, node)
 	case RemovalRequeueBug:
@@ -143,7 +143,7 @@ func (s *Simulator) nameAndAddress(node *corev1.Node) (name, address string, err
 func (s *Simulator) patchRemoved(ctx context.Context, node *corev1.Node, name string) error {
 	keys := s.profile.Keys
 	patch := sameVersion(node).add(keys.RemovedNodeName, name).remove(keys.NodeName).remove(keys.NodeAddress)
-	if s.profile.Removal == RemovalLeaderAware {
+	if s.memberControllerProfile().DeletesRemoveOnSuccess {
 		patch = patch.remove(keys.Remove)
 	}
 	return patch.apply(ctx, s.client, node)
@@ -164,7 +164,7 @@ func (s *Simulator) removePeer(ctx context.Context, name, address string) error 
 		if m.Name != name || !m.hasPeerHost(address) {
 			continue
 		}
-		if s.profile.Removal == RemovalLeaderAware {
+		if s.memberControllerProfile().MovesLeaderFirst {
 			if err := s.moveLeadershipOff(ctx, m, members); err != nil {
 				return err
 			}

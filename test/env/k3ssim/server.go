@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 )
@@ -15,6 +16,10 @@ type server struct {
 	member string
 	// running is false once K3s tombstoned its etcd after the member was removed.
 	running bool
+	// profile is the version this server's K3s runs.
+	profile Profile
+	// etcdOnly is a server that runs no apiserver (--disable-apiserver).
+	etcdOnly bool
 }
 
 // peerIP returns the advertise IP of a member, the host of its first peer URL.
@@ -39,13 +44,19 @@ func (s *Simulator) syncServersLocked(ctx context.Context) []member {
 		s.log.Error(err, "Skipping tick")
 		return nil
 	}
-	names := map[string]bool{}
+	byName := map[string]member{}
 	for _, m := range members {
-		names[m.Name] = true
+		byName[m.Name] = m
 	}
 	for _, srv := range s.runningServers() {
-		if !names[srv.member] {
+		m, ok := byName[srv.member]
+		if !ok {
 			s.tombstoneLocked(ctx, srv.member)
+			continue
+		}
+		if m.IsLearner && !srv.etcdOnly {
+			// A server that runs an apiserver: the apiserver waits for its own etcd, which
+			// serves only once promoted, so node-name is not written yet.
 			continue
 		}
 		if err := s.syncMetadata(ctx, srv); err != nil {
@@ -100,7 +111,7 @@ func (s *Simulator) tombstoneLocked(ctx context.Context, memberName string) {
 		return
 	}
 	s.log.Info("Etcd member removed, tombstoning server", "node", srv.node, "memberName", memberName)
-	if err := s.opts.Etcd.StopMember(ctx, memberName); err != nil {
+	if err := s.opts.Etcd.StopMember(ctx, s.etcd.etcdName(memberName)); err != nil {
 		s.log.Error(err, "Failed to stop etcd of removed member", "memberName", memberName)
 	}
 	if err := s.kubelet.Stop(ctx, srv.node); err != nil {
@@ -127,7 +138,10 @@ func (s *Simulator) RestartServer(ctx context.Context, node string) (string, err
 	if srv.running {
 		return "", fmt.Errorf("server %s still runs etcd member %s; only a removed server rejoins", node, srv.member)
 	}
-	return s.join(ctx, node, srv.ip)
+	if s.opts.TombstoneBlocksRestart {
+		return "", fmt.Errorf("server %s: %w", node, ErrTombstone)
+	}
+	return s.join(ctx, node, srv.ip, srv.etcdOnly)
 }
 
 // JoinServer starts a new K3s server on Node node advertising ip: it joins etcd as a learner
@@ -142,11 +156,32 @@ func (s *Simulator) JoinServer(ctx context.Context, node, ip string) (string, er
 	if err := s.registerNode(ctx, node, ip); err != nil {
 		return "", err
 	}
-	return s.join(ctx, node, ip)
+	return s.join(ctx, node, ip, false)
 }
 
+// JoinEtcdOnlyServer is JoinServer for a server that runs no apiserver (K3s
+// --disable-apiserver): its metadata controller reaches the cluster through another server, so
+// its Node shows node-name while its member is still a learner (EtcdIsVoter MemberIsLearner).
+func (s *Simulator) JoinEtcdOnlyServer(ctx context.Context, node, ip string) (string, error) {
+	s.mu.Lock()
+	_, exists := s.servers[node]
+	s.mu.Unlock()
+	if exists {
+		return "", fmt.Errorf("server %s exists; use RestartServer", node)
+	}
+	if err := s.registerNode(ctx, node, ip); err != nil {
+		return "", err
+	}
+	return s.join(ctx, node, ip, true)
+}
+
+// ErrTombstone is RestartServer's refusal on a K3s that does not rejoin on its own after its
+// member was removed: it refuses to start while the tombstone its etcd left is in the data
+// directory, until an administrator clears it.
+var ErrTombstone = errors.New("etcd tombstone file has been detected: this server's etcd member was removed; clear its data directory to join again")
+
 // join adds node's etcd as a learner under a new member name and marks the server running.
-func (s *Simulator) join(ctx context.Context, node, ip string) (string, error) {
+func (s *Simulator) join(ctx context.Context, node, ip string, etcdOnly bool) (string, error) {
 	name, err := newMemberName(node)
 	if err != nil {
 		return "", err
@@ -157,12 +192,18 @@ func (s *Simulator) join(ctx context.Context, node, ip string) (string, error) {
 		return "", fmt.Errorf("failed to join server %s as etcd learner %s: %w", node, name, err)
 	}
 	s.mu.Lock()
-	s.servers[node] = &server{node: node, ip: ip, member: name, running: true}
+	srv := server{node: node, ip: ip, member: name, running: true, profile: s.profileFor(node), etcdOnly: etcdOnly}
+	s.servers[node] = &srv
 	s.mu.Unlock()
 	if err := s.kubelet.Start(ctx, node); err != nil {
 		return name, fmt.Errorf("failed to start kubelet of %s: %w", node, err)
 	}
-	return name, s.syncMetadata(ctx, server{node: node, ip: ip, member: name, running: true})
+	if !etcdOnly {
+		// Its apiserver waits for its etcd, a learner until the leader promotes it; the
+		// metadata controller runs once the apiserver is up (syncServersLocked).
+		return name, nil
+	}
+	return name, s.syncMetadata(ctx, srv)
 }
 
 // newMemberName returns `<node>-<8 random hex>`, K3s's member naming.

@@ -61,6 +61,17 @@ type Options struct {
 	ClusterLabels map[string]string
 	// Logger receives the simulator's log, which is where K3s reports rejections.
 	Logger logr.Logger
+	// Versions sets the version of individual servers, by Node name (a rolling upgrade);
+	// the others run Version. The etcd leader's version decides how EtcdIsVoter is written.
+	Versions map[string]string
+	// LeaseHolder is the Node whose K3s holds the member controller's Lease (kube-system
+	// k3s-etcd / rke2-etcd), so whose version's member controller runs; empty means one on
+	// Version.
+	LeaseHolder string
+	// TombstoneBlocksRestart makes RestartServer refuse a server whose member was removed
+	// (ErrTombstone), as newer K3s refuses to start after a removal until its data is cleared.
+	// Which release changed this is not pinned down, so it is a switch, not a version rule.
+	TombstoneBlocksRestart bool
 }
 
 // withDefaults fills unset options.
@@ -87,11 +98,13 @@ func setDefault(d *time.Duration, v time.Duration) {
 type Simulator struct {
 	opts    Options
 	profile Profile
-	client  client.Client
-	scheme  *runtime.Scheme
-	etcd    *etcdOps
-	kubelet Kubelet
-	log     logr.Logger
+	// profiles are the servers that run another version than profile (Options.Versions).
+	profiles map[string]Profile
+	client   client.Client
+	scheme   *runtime.Scheme
+	etcd     *etcdOps
+	kubelet  Kubelet
+	log      logr.Logger
 
 	// opMu serializes membership changes (removal + tombstone, rejoin) with the tick, so a
 	// removed server never re-annotates its Node after K3s cleared node-name, and no health
@@ -103,6 +116,7 @@ type Simulator struct {
 	mu              sync.Mutex
 	servers         map[string]*server
 	conditionWriter bool
+	hiddenNodes     map[string]bool
 	promotionHeld   bool
 	requeues        map[string]int
 	learners        map[uint64]learnerProgress
@@ -119,6 +133,17 @@ func New(opts Options) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
+	profiles := map[string]Profile{}
+	for node, v := range opts.Versions {
+		p, err := ParseProfile(v)
+		if err != nil {
+			return nil, fmt.Errorf("failed to parse the version of server %s: %w", node, err)
+		}
+		if p.Program != profile.Program {
+			return nil, fmt.Errorf("invalid argument: server %s runs %s, the others %s", node, p.Program, profile.Program)
+		}
+		profiles[node] = p
+	}
 	if opts.RESTConfig == nil || opts.Etcd == nil {
 		return nil, errors.New("invalid argument: k3ssim.New needs Options.RESTConfig and Options.Etcd")
 	}
@@ -131,8 +156,8 @@ func New(opts Options) (*Simulator, error) {
 		return nil, fmt.Errorf("failed to create workload cluster client: %w", err)
 	}
 	s := &Simulator{
-		opts: opts, profile: profile, client: c, scheme: scheme, log: opts.Logger,
-		servers: map[string]*server{}, conditionWriter: true, requeues: map[string]int{},
+		opts: opts, profile: profile, profiles: profiles, client: c, scheme: scheme, log: opts.Logger,
+		servers: map[string]*server{}, conditionWriter: true, hiddenNodes: map[string]bool{}, requeues: map[string]int{},
 		learners: map[uint64]learnerProgress{},
 	}
 	s.kubelet = opts.Kubelet
@@ -144,6 +169,22 @@ func New(opts Options) (*Simulator, error) {
 
 // Profile returns the simulated version's profile.
 func (s *Simulator) Profile() Profile { return s.profile }
+
+// profileFor returns the profile of the server on node.
+func (s *Simulator) profileFor(node string) Profile {
+	if p, ok := s.profiles[node]; ok {
+		return p
+	}
+	return s.profile
+}
+
+// memberControllerProfile is the profile of the K3s that holds the member controller's Lease.
+func (s *Simulator) memberControllerProfile() Profile {
+	if s.opts.LeaseHolder != "" {
+		return s.profileFor(s.opts.LeaseHolder)
+	}
+	return s.profile
+}
 
 // Start discovers the servers from the etcd member list (member names `<node>-<8 hex>`),
 // registers their Nodes (Ready, kubeletVersion), runs one metadata pass and starts the
@@ -225,7 +266,7 @@ func (s *Simulator) addServer(ctx context.Context, m member) error {
 	if err != nil {
 		return err
 	}
-	srv := &server{node: parts[1], ip: ip, member: m.Name, running: true}
+	srv := &server{node: parts[1], ip: ip, member: m.Name, running: true, profile: s.profileFor(parts[1])}
 	s.mu.Lock()
 	s.servers[srv.node] = srv
 	s.mu.Unlock()
@@ -286,4 +327,14 @@ func (s *Simulator) tick(ctx context.Context) {
 		return
 	}
 	s.leaderDuties(ctx, members)
+}
+
+// Quiesced runs fn while no simulated K3s process talks to etcd (no tick, removal or join is
+// in flight), for faults that stop a member abruptly. Important: etcd v3.6 panics on a Status
+// call that races a member's hard stop (its storage backend is already closed), and that
+// panic ends the whole test binary.
+func (s *Simulator) Quiesced(fn func() error) error {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	return fn()
 }

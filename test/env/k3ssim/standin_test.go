@@ -36,17 +36,17 @@ func TestStandInKubelets(t *testing.T) {
 	if follower == c.leaderNode(ctx, g) {
 		follower = c.nodes[1]
 	}
-	g.Expect(c.readyStatus(ctx, follower)).To(Equal(corev1.ConditionTrue))
+	g.Expect(c.readyStatus(ctx, g, follower)).To(Equal(corev1.ConditionTrue))
 
 	c.annotate(ctx, g, follower, c.profile.Keys.Remove, "true")
-	g.Eventually(func() map[string]string { return c.annotations(ctx, follower) }, waitTimeout, pollInterval).
+	g.Eventually(func() map[string]string { return c.annotations(ctx, g, follower) }, waitTimeout, pollInterval).
 		Should(HaveKey(c.profile.Keys.RemovedNodeName))
-	g.Eventually(func() corev1.ConditionStatus { return c.readyStatus(ctx, follower) }, waitTimeout, pollInterval).
+	g.Eventually(func() corev1.ConditionStatus { return c.readyStatus(ctx, g, follower) }, waitTimeout, pollInterval).
 		Should(Equal(corev1.ConditionUnknown))
 
 	_, err := c.sim.RestartServer(ctx, follower)
 	g.Expect(err).ToNot(HaveOccurred())
-	g.Eventually(func() corev1.ConditionStatus { return c.readyStatus(ctx, follower) }, waitTimeout, pollInterval).
+	g.Eventually(func() corev1.ConditionStatus { return c.readyStatus(ctx, g, follower) }, waitTimeout, pollInterval).
 		Should(Equal(corev1.ConditionTrue))
 	g.Consistently(func(g Gomega) string { return c.node(ctx, g, follower).Status.NodeInfo.KubeletVersion }, 4*testTick, pollInterval).
 		Should(Equal(version))

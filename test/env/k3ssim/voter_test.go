@@ -54,7 +54,7 @@ func TestSimulator_etcdIsVoter(t *testing.T) {
 				}, waitTimeout, pollInterval).Should(Succeed())
 				t.Logf("Unhealthy message: %s", voterCondition(c.node(ctx, g, stopped)).Message)
 			} else {
-				g.Consistently(func() string { return c.reason(ctx, stopped) }, 3*testCallTimeout, pollInterval).Should(Equal(tt.stoppedReason))
+				g.Consistently(func() string { return c.reason(ctx, g, stopped) }, 3*testCallTimeout, pollInterval).Should(Equal(tt.stoppedReason))
 			}
 			if tt.ghostReason != "" {
 				g.Eventually(func(g Gomega) {
@@ -64,11 +64,11 @@ func TestSimulator_etcdIsVoter(t *testing.T) {
 					g.Expect(cond.Message).To(Equal(MessageNotAMember))
 				}, waitTimeout, pollInterval).Should(Succeed())
 			} else {
-				g.Consistently(func() string { return c.reason(ctx, ghost.Name) }, 4*testTick, pollInterval).Should(BeEmpty())
+				g.Consistently(func() string { return c.reason(ctx, g, ghost.Name) }, 4*testTick, pollInterval).Should(BeEmpty())
 			}
 
 			g.Expect(c.etcd.Member(name).Restart(ctx)).To(Succeed())
-			g.Eventually(func() string { return c.reason(ctx, stopped) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberNotLearner))
+			g.Eventually(func() string { return c.reason(ctx, g, stopped) }, waitTimeout, pollInterval).Should(Equal(ReasonMemberNotLearner))
 		})
 	}
 }
