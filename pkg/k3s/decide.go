@@ -23,6 +23,9 @@ type removalStep struct {
 	confirm bool
 	// member is the member to record and remove when request is set.
 	member etcd.Member
+	// recheckAt, when set, is when the evidence awaited is due without a Node event (a
+	// NotAMember condition that must survive one more pass of K3s's leader).
+	recheckAt time.Time
 }
 
 // clusterView is what the other etcd Nodes tell about a removal on one Node.
@@ -35,6 +38,8 @@ type clusterView struct {
 	twins []string
 	// notHealthy describes the other members that are not reported healthy.
 	notHealthy []string
+	// tick is how often K3s's leader re-checks members (Config.Tick).
+	tick time.Duration
 }
 
 // decideRemoval applies the K3s contract's client rule to the Node that hosts (or hosted)
@@ -50,7 +55,7 @@ func decideRemoval(m etcd.Member, n *corev1.Node, v clusterView, now time.Time) 
 	if n.Annotations[v1alpha1.K3sRemovingMemberAnnotation] == m.Name {
 		return followRemoval(e, m, v, now)
 	}
-	return startRemoval(e, m, v)
+	return startRemoval(e, m, v, now)
 }
 
 // followRemoval reports on the removal of m this project requested.
@@ -60,7 +65,7 @@ func followRemoval(e etcdNode, m etcd.Member, v clusterView, now time.Time) remo
 	remove := n.Annotations[k.Remove]
 	switch {
 	case n.Annotations[k.RemovedNodeName] == m.Name:
-		return judgeClaim(e, m, v, requestedAt(n))
+		return judgeClaim(e, m, v, requestedAt(n), now)
 	case e.memberName != "" && e.memberName != m.Name:
 		return renamed(e, m)
 	case isTrue(remove):
@@ -76,7 +81,7 @@ func followRemoval(e etcdNode, m etcd.Member, v clusterView, now time.Time) remo
 // its member joined): then the member's server still runs and its metadata controller writes
 // node-name back. A real removal stops the server; on K3s with the NotAMember reason the
 // leader's next pass marks the Node NotAMember, before that the Node goes NotReady.
-func judgeClaim(e etcdNode, m etcd.Member, v clusterView, asked time.Time) removalStep {
+func judgeClaim(e etcdNode, m etcd.Member, v clusterView, asked, now time.Time) removalStep {
 	k, n := e.keys, e.node
 	if e.memberName == m.Name {
 		return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: m, Reason: fmt.Sprintf(
@@ -86,32 +91,42 @@ func judgeClaim(e etcdNode, m etcd.Member, v clusterView, asked time.Time) remov
 	if n.Annotations[v1alpha1.K3sRemovalConfirmedAnnotation] == m.Name {
 		return done(m, fmt.Sprintf("K3s removed etcd member %s (%s=%s, confirmed earlier)", m.Name, k.RemovedNodeName, m.Name))
 	}
-	if ev := claimEvidence(n, v.rules, asked); ev != "" {
+	ev, recheckAt := claimEvidence(n, v.rules, asked, now, v.tick)
+	if ev != "" {
 		r := done(m, fmt.Sprintf("K3s removed etcd member %s (%s=%s, and %s)", m.Name, k.RemovedNodeName, m.Name, ev))
 		r.confirm = true
 		return r
 	}
-	return inProgress(m, fmt.Sprintf(
+	r := inProgress(m, fmt.Sprintf(
 		"K3s wrote %s=%s, which it also writes when no member matched the Node's address; waiting for evidence that agrees: %s",
 		k.RemovedNodeName, m.Name, missingEvidence(v.rules)))
+	r.recheckAt = recheckAt
+	return r
 }
 
 // claimEvidence returns the evidence that a claimed removal happened, "" when there is none
-// yet: a NotAMember condition written since the request, or, where K3s writes no NotAMember,
-// the Node gone NotReady since the request (the removed server's apiserver lost its etcd).
-func claimEvidence(n *corev1.Node, rules clusterRules, asked time.Time) string {
+// yet, and when to look again without an event. Where K3s writes NotAMember: a NotAMember
+// condition written since the request that stayed through one more pass of the leader (every
+// tick): a server whose member is still there writes node-name back at once, and the next pass
+// then matches its member again. Where K3s writes no NotAMember: the Node gone NotReady since
+// the request (the removed server's apiserver lost its etcd).
+func claimEvidence(n *corev1.Node, rules clusterRules, asked, now time.Time, tick time.Duration) (string, time.Time) {
 	if rules.known() && rules.health {
 		cond := nodeCondition(n, EtcdIsVoterCondition)
-		if cond != nil && cond.Reason == ReasonNotAMember && !cond.LastHeartbeatTime.Time.Before(asked) {
-			return fmt.Sprintf("the etcd leader's K3s marked Node %s NotAMember at %s", n.Name, cond.LastHeartbeatTime.UTC().Format(time.RFC3339))
+		if cond == nil || cond.Reason != ReasonNotAMember || cond.LastTransitionTime.Time.Before(asked) {
+			return "", time.Time{}
 		}
-		return ""
+		settled := cond.LastTransitionTime.Add(tick)
+		if now.Before(settled) {
+			return "", settled
+		}
+		return fmt.Sprintf("the etcd leader's K3s has marked Node %s NotAMember since %s", n.Name, cond.LastTransitionTime.UTC().Format(time.RFC3339)), time.Time{}
 	}
 	ready := nodeCondition(n, corev1.NodeReady)
 	if ready != nil && ready.Status != corev1.ConditionTrue && !ready.LastTransitionTime.Time.Before(asked) {
-		return fmt.Sprintf("Node %s went Ready=%s at %s: the removed server stopped", n.Name, ready.Status, ready.LastTransitionTime.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("Node %s went Ready=%s at %s: the removed server stopped", n.Name, ready.Status, ready.LastTransitionTime.UTC().Format(time.RFC3339)), time.Time{}
 	}
-	return ""
+	return "", time.Time{}
 }
 
 func missingEvidence(rules clusterRules) string {
@@ -156,7 +171,7 @@ func waitingMessage(e etcdNode, member string, v clusterView, now time.Time) str
 
 // startRemoval decides whether to request the removal of member m on its Node. A record of an
 // earlier member (the Node rejoined under a new name) does not block it.
-func startRemoval(e etcdNode, m etcd.Member, v clusterView) removalStep {
+func startRemoval(e etcdNode, m etcd.Member, v clusterView, now time.Time) removalStep {
 	k, n := e.keys, e.node
 	removed := n.Annotations[k.RemovedNodeName]
 	switch {
@@ -166,7 +181,7 @@ func startRemoval(e etcdNode, m etcd.Member, v clusterView) removalStep {
 		return fail("Node %s is not an etcd Node (no %s=true label)", n.Name, EtcdRoleLabel)
 	case removed == m.Name && e.memberName != m.Name:
 		// Removed earlier, not at this backend's request: the claim needs evidence too.
-		return judgeClaim(e, m, v, time.Time{})
+		return judgeClaim(e, m, v, time.Time{}, now)
 	case !e.hostsMember():
 		return fail("Node %s has no %s annotation: K3s has not registered an etcd member on it", n.Name, k.NodeName)
 	case e.memberName != m.Name:
@@ -176,7 +191,7 @@ func startRemoval(e etcdNode, m etcd.Member, v clusterView) removalStep {
 		return removalStep{err: err}
 	}
 	if removed == e.memberName {
-		return judgeClaim(e, m, v, time.Time{})
+		return judgeClaim(e, m, v, time.Time{}, now)
 	}
 	if v.others == 0 {
 		return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: e.member(false), Reason: fmt.Sprintf(

@@ -27,6 +27,7 @@ func Test_decideRemoval(t *testing.T) {
 		view      clusterView
 		request   bool
 		confirm   bool
+		recheck   time.Time
 		state     etcd.RemovalState
 		reason    string
 		expectErr string
@@ -75,6 +76,12 @@ func Test_decideRemoval(t *testing.T) {
 			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old), voter(ReasonNotAMember, "", after)),
 			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2},
 			state: etcd.RemovalRemoved, confirm: true, reason: "marked Node cp-1 NotAMember",
+		},
+		{
+			name:  "A NotAMember that has not yet lasted one pass of K3s's leader is no evidence yet (a running server writes node-name back)",
+			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old), voter(ReasonNotAMember, "", testNow.Add(-5*time.Second))),
+			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2, tick: DefaultTick},
+			state: etcd.RemovalInProgress, reason: "waiting for evidence", recheck: testNow.Add(10 * time.Second),
 		},
 		{
 			name:  "A NotAMember older than the request is no evidence",
@@ -207,6 +214,7 @@ func Test_decideRemoval(t *testing.T) {
 				return
 			}
 			g.Expect(step.confirm).To(Equal(tt.confirm))
+			g.Expect(step.recheckAt).To(Equal(tt.recheck))
 			g.Expect(step.result.State).To(Equal(tt.state), step.result.Reason)
 			g.Expect(step.result.Member.Name).To(Equal(target))
 			g.Expect(step.result.Reason).To(ContainSubstring(tt.reason))

@@ -68,6 +68,7 @@ type clusterOptions struct {
 	heartbeat    time.Duration
 	noStrict     bool
 	backendTune  func(*k3s.Config)
+	simTune      func(*k3ssim.Options)
 }
 
 // k3sCluster is one simulated K3s cluster on its own workload apiserver: real etcd members
@@ -113,11 +114,15 @@ func startCluster(t testing.TB, version string, n int, o clusterOptions) *k3sClu
 	if o.simTransport != nil {
 		simConfig.Wrap(o.simTransport)
 	}
-	c.sim, err = k3ssim.New(k3ssim.Options{
+	simOpts := k3ssim.Options{
 		Version: version, RESTConfig: simConfig, Etcd: c.etcd,
 		Tick: testTick, HeartbeatInterval: o.heartbeat, CallTimeout: time.Second,
 		RequeueBaseDelay: 20 * time.Millisecond, RequeueMaxDelay: 300 * time.Millisecond,
-	})
+	}
+	if o.simTune != nil {
+		o.simTune(&simOpts)
+	}
+	c.sim, err = k3ssim.New(simOpts)
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(c.sim.Start(ctx)).To(Succeed())
 	t.Cleanup(c.sim.Stop)

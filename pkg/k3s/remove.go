@@ -108,21 +108,20 @@ func (b *Backend) viewOf(nodes []*corev1.Node, node *corev1.Node) clusterView {
 	for _, n := range nodes {
 		all = append(all, readNode(n))
 	}
-	v := clusterView{rules: rulesOf(all)}
+	v := clusterView{rules: rulesOf(all), tick: b.cfg.Tick}
 	target := readNode(node)
 	for _, e := range all {
-		if e.node.Name == node.Name || !e.hostsMember() {
-			continue
-		}
-		v.others++
-		if e.memberName == target.memberName {
+		if e.node.Name != node.Name && e.hostsMember() && e.memberName == target.memberName {
 			v.twins = append(v.twins, e.node.Name)
 		}
 	}
 	for _, r := range assessNodes(nodes, b.clock()) {
-		if r.member.NodeName == node.Name {
+		// Members as Observe reports them: a Node K3s marked NotAMember hosts none, whatever
+		// its annotations still say.
+		if r.member.NodeName == node.Name || r.member.Name == target.memberName {
 			continue
 		}
+		v.others++
 		if r.evidence.Contact != etcd.ContactAnswered || len(r.evidence.Errors) > 0 {
 			v.notHealthy = append(v.notHealthy, fmt.Sprintf("%s on Node %s: %s%s", r.member.Name, r.member.NodeName, r.evidence.Error, joinErrors(r.evidence.Errors)))
 		}

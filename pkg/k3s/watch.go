@@ -137,6 +137,7 @@ func (b *Backend) WaitForRemoval(ctx context.Context, m etcd.Member) (etcd.Remov
 		select {
 		case <-events:
 		case <-resync.C:
+		case <-b.recheck(ctx, m):
 		case <-ctx.Done():
 			r = b.lastWord(ctx, m, r)
 			return r, fmt.Errorf("stopped waiting for the removal of etcd member %s on Node %s: %s: %w", m.Name, nodeName, r.Reason, context.Cause(ctx))
@@ -154,4 +155,14 @@ func (b *Backend) lastWord(ctx context.Context, m etcd.Member, last etcd.Removal
 		return last
 	}
 	return step.result
+}
+
+// recheck returns a channel that fires when the evidence a claimed removal waits on is due
+// without a Node event (claimEvidence), or never.
+func (b *Backend) recheck(ctx context.Context, m etcd.Member) <-chan time.Time {
+	step, _, err := b.currentStep(ctx, b.cfg.Reader, m)
+	if err != nil || step.recheckAt.IsZero() {
+		return nil
+	}
+	return time.After(max(step.recheckAt.Sub(b.cfg.Now()), 0) + time.Millisecond)
 }
