@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
+)
+
+// adapterManager runs the etcd-adapter controllers and the quorum guard in a manager of their
+// own, as the etcd-adapter Deployment would next to Cluster API's, so a test can stop it at any
+// point (a crash) and start a new one.
+type adapterManager struct {
+	mgmt   *env.Management
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func startAdapter(ctx context.Context, mgmt *env.Management) (*adapterManager, error) {
+	wio := mgmt.WebhookInstallOptions()
+	opts := capi.ManagerOptions(scheme)
+	opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
+	mgr, err := ctrl.NewManager(mgmt.Config, opts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the etcd-adapter manager: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	a := &adapterManager{mgmt: mgmt, cancel: cancel, done: make(chan error, 1)}
+	cc, err := capi.SetupClusterCache(ctx, mgr)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if _, err := setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: 5 * time.Second}); err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() { a.done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return nil, errors.Join(errors.New("failed to sync the etcd-adapter manager's cache"), a.Stop())
+	}
+	checker := mgr.GetWebhookServer().StartedChecker()
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return checker(&http.Request{}) == nil, nil
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("the quorum guard webhook server did not start: %w", err), a.Stop())
+	}
+	return a, nil
+}
+
+// Stop stops the manager, as a crash would stop it between two calls. It is safe to call twice.
+func (a *adapterManager) Stop() error {
+	a.once.Do(func() {
+		a.cancel()
+		select {
+		case err := <-a.done:
+			a.err = err
+		case <-time.After(time.Minute):
+			a.err = errors.New("the etcd-adapter manager did not stop within a minute")
+		}
+	})
+	return a.err
+}

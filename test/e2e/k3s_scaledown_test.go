@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
+	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
+)
+
+// K3s profiles around the 1.34.2 fixes (K3s moves leadership off a member before removing it,
+// and ends the removal requeue); 1.33.4 is before them.
+var k3sProfiles = []string{"v1.34.2+k3s1", "v1.33.4+k3s1"}
+
+var _ = Describe("K3s scale-down 3→2→1 by a provider using the provider library", func() {
+	for _, version := range k3sProfiles {
+		It("drains each Node before its member is removed, keeps quorum and releases the hooks on "+version, func(ctx SpecContext) {
+			c := startK3sCluster(ctx, version)
+			rec := startRecorder(ctx, c.workload.APIServer.Config)
+			etcdView, err := k3s.Start(ctx, c.workload.APIServer.Config, k3s.Config{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(etcdView.Stop)
+			p := &testProvider{cluster: c.cluster, etcd: etcdView}
+
+			By("reporting three healthy members")
+			c.expectMembers(ctx, 3)
+
+			for _, node := range c.workload.Nodes {
+				createPod(ctx, c.workload.APIServer.Client, node)
+			}
+			for _, want := range []int{2, 1} {
+				var doomed *clusterv1.Machine
+				Eventually(func() error {
+					doomed, err = p.scaleDown(ctx)
+					return err
+				}, reconcileTimeout).Should(Succeed(), "the provider's preflight and gate must allow the scale-down")
+				node := doomed.Status.NodeRef.Name
+				By("deleting Machine " + doomed.Name + " on Node " + node)
+
+				c.expectGone(ctx, doomed)
+				Expect(rec.order(node)).To(Equal([]string{"evicted", "removal-requested"}),
+					"the Node must be drained before its member's removal is asked for; recorded: %s", rec)
+				delete(c.machines, node)
+				c.expectMembers(ctx, want)
+				cpe := c.status(ctx)
+				Expect(cpe.Status.Removal).NotTo(BeNil())
+				Expect(cpe.Status.Removal.MachineName).To(Equal(doomed.Name))
+				Expect(cpe.Status.Removal.Result).To(Equal(v1alpha1.RemovalRemoved))
+				Expect(cpe.Status.Removal.EndTime).NotTo(BeNil())
+			}
+		}, SpecTimeout(6*time.Minute))
+	}
+})
+
+// expectGone waits until the Machine, its TestMachine and its Node are gone.
+func (c *k3sCluster) expectGone(ctx context.Context, m *clusterv1.Machine) {
+	Eventually(func() error {
+		return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{})
+	}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound), "the Machine must be deleted once its hook is released")
+	Expect(apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), infra.NewMachine("", "", "")))).To(BeTrue(), "the infrastructure Machine must be gone")
+	Eventually(func() error {
+		return c.workload.APIServer.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &corev1.Node{})
+	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound), "the Node must be gone")
+}
+
+// expectMembers waits until the status reports n healthy voters, all bound to Machines, and etcd
+// available with no membership change under way, and no hook left on deleted Machines.
+func (c *k3sCluster) expectMembers(ctx context.Context, n int) {
+	Eventually(func(g Gomega) {
+		cpe := &v1alpha1.ControlPlaneEtcd{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.cpe), cpe)).To(Succeed())
+		g.Expect(cpe.Status.MemberCount).To(HaveValue(BeEquivalentTo(n)))
+		g.Expect(cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(n)))
+		g.Expect(cpe.Status.FaultTolerance).To(HaveValue(BeEquivalentTo(max(0, n-(n/2+1)))))
+		g.Expect(conditionStatus(cpe, v1alpha1.AvailableCondition)).To(Equal(metav1.ConditionTrue))
+		g.Expect(conditionStatus(cpe, v1alpha1.ProgressingCondition)).To(Equal(metav1.ConditionFalse))
+		g.Expect(conditionStatus(cpe, v1alpha1.EtcdClusterHealthyCondition)).To(Equal(metav1.ConditionTrue))
+		for _, m := range cpe.Status.Members {
+			g.Expect(m.MachineName).NotTo(BeEmpty(), "member %s must be bound to a Machine", m.Name)
+			g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy))
+		}
+	}, reconcileTimeout).Should(Succeed())
+}

@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+)
+
+var (
+	suiteStart time.Time
+	mgmt       *env.Management
+	adapter    *adapterManager
+	scheme     *runtime.Scheme
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "etcd-adapter end-to-end")
+}
+
+var _ = BeforeSuite(func() {
+	suiteStart = time.Now()
+	scheme = env.Scheme()
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	var err error
+	mgmt, err = env.StartManagementWith(context.Background(), env.ManagementOptions{
+		Scheme:            scheme,
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		Webhooks:          &envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	adapter, err = startAdapter(context.Background(), mgmt)
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("Management cluster and etcd-adapter started in %s\n", time.Since(suiteStart).Round(time.Millisecond))
+})
+
+var _ = AfterSuite(func() {
+	if adapter != nil {
+		Expect(adapter.Stop()).To(Succeed())
+	}
+	if mgmt != nil {
+		Expect(mgmt.Stop()).To(Succeed())
+	}
+	fmt.Printf("etcd-adapter end-to-end suite took %s\n", time.Since(suiteStart).Round(time.Second))
+})

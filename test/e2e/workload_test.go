@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
+)
+
+const (
+	// reconcileTimeout bounds ordinary reconciles and watch round trips.
+	reconcileTimeout = 30 * time.Second
+	// deletionTimeout covers Cluster API's drain (it re-checks evicted Pods every 20 s), the
+	// member removal and the deletion of the infrastructure Machine and Node.
+	deletionTimeout = 2 * time.Minute
+)
+
+// k3sCluster is a K3s-flavoured workload cluster registered in the management cluster with a
+// ControlPlaneEtcd in Manage mode and one bound control-plane Machine per server.
+type k3sCluster struct {
+	workload *workload.K3s
+	cluster  *clusterv1.Cluster
+	cpe      *v1alpha1.ControlPlaneEtcd
+	machines map[string]*clusterv1.Machine // by Node name
+}
+
+// startK3sCluster starts a 3-server K3s workload cluster of the given version, registers it,
+// creates its ControlPlaneEtcd and a control-plane Machine per Node, and waits until Cluster API
+// bound them and etcd-adapter put its hook on every Machine.
+func startK3sCluster(ctx context.Context, version string) *k3sCluster {
+	wl, err := workload.StartK3s(ctx, workload.K3sOptions{Version: version, Tick: 200 * time.Millisecond})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(wl.Close)
+	c := &k3sCluster{workload: wl, machines: map[string]*clusterv1.Machine{}}
+	ns := createNamespace(ctx)
+	c.cluster, err = env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "k3s", Workload: wl.APIServer.Config})
+	Expect(err).NotTo(HaveOccurred())
+	c.cpe = &v1alpha1.ControlPlaneEtcd{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "k3s"},
+		Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: "k3s", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeManage,
+			ObservationInterval: &metav1.Duration{Duration: 5 * time.Second}},
+	}
+	Expect(mgmt.Client.Create(ctx, c.cpe)).To(Succeed())
+	for _, node := range wl.Nodes {
+		c.machines[node] = bindMachine(ctx, c.cluster, wl.APIServer.Client, node)
+	}
+	c.waitForHooks(ctx)
+	return c
+}
+
+// bindMachine gives the Node a providerID and creates a control-plane Machine reporting it;
+// Cluster API's Machine controller then binds them (status.nodeRef).
+func bindMachine(ctx context.Context, cluster *clusterv1.Cluster, wl client.Client, node string) *clusterv1.Machine {
+	providerID := fmt.Sprintf("test://%s/%s", cluster.Namespace, node)
+	n := &corev1.Node{}
+	Expect(wl.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+	before := n.DeepCopy()
+	n.Spec.ProviderID = providerID
+	Expect(wl.Patch(ctx, n, client.MergeFrom(before))).To(Succeed())
+	m, err := env.CreateControlPlaneMachine(ctx, mgmt.Client, env.MachineInput{Cluster: cluster, Name: "m-" + node, ProviderID: providerID})
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+		g.Expect(m.Status.NodeRef.Name).To(Equal(node))
+	}, reconcileTimeout).Should(Succeed())
+	return m
+}
+
+func (c *k3sCluster) waitForHooks(ctx context.Context) {
+	Eventually(func(g Gomega) {
+		for _, m := range c.machines {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.PreTerminateHookAnnotation, v1alpha1.PreTerminateHookValue))
+		}
+	}, reconcileTimeout).Should(Succeed(), "etcd-adapter must hold every control-plane Machine with its hook")
+}
+
+// status reads the ControlPlaneEtcd.
+func (c *k3sCluster) status(ctx context.Context) *v1alpha1.ControlPlaneEtcd {
+	got := &v1alpha1.ControlPlaneEtcd{}
+	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.cpe), got)).To(Succeed())
+	return got
+}
+
+func createNamespace(ctx context.Context) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	Expect(mgmt.Client.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// createPod binds a Pod to the Node; Cluster API's drain evicts it and the kubelet stand-in
+// finishes its deletion.
+func createPod(ctx context.Context, wl client.Client, node string) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "app-" + node},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}}},
+	}
+	Expect(wl.Create(ctx, pod)).To(Succeed())
+	return pod
+}
+
+func conditionStatus(cpe *v1alpha1.ControlPlaneEtcd, t string) metav1.ConditionStatus {
+	for _, c := range cpe.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
