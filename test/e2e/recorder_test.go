@@ -115,4 +115,3 @@ func (r *recorder) String() string {
 	defer r.mu.Unlock()
 	return fmt.Sprint(r.steps)
 }
-

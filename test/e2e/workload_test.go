@@ -104,7 +104,7 @@ func createNamespace(ctx context.Context) string {
 func createPod(ctx context.Context, wl client.Client, node string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "app-" + node},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}}},
 	}
 	Expect(wl.Create(ctx, pod)).To(Succeed())
 	return pod

@@ -67,4 +67,3 @@ func (s *scope) firstGhost() (etcd.Member, bool) {
 	}
 	return etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), ghosts)[0], true
 }
-

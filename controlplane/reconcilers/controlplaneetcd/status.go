@@ -60,7 +60,9 @@ func memberStatuses(s *scope, members []etcd.MemberHealth) []v1alpha1.EtcdMember
 		}
 		out = append(out, ms)
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.EtcdMemberStatus) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(out, func(a, b v1alpha1.EtcdMemberStatus) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
 	return out
 }
 
