@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+)
+
+const providerLabel = "cluster.x-k8s.io/provider"
+
+// TestComponents builds the components YAML and checks that the objects fit together: every one
+// carries the provider label, the CRDs carry the contract label, and the Deployment, Service,
+// webhook configuration, Certificate and Issuer name each other correctly.
+func TestComponents(t *testing.T) {
+	g := NewWithT(t)
+	objs := components(g)
+
+	byKind := map[string][]*unstructured.Unstructured{}
+	for _, o := range objs {
+		g.Expect(o.GetLabels()).To(HaveKeyWithValue(providerLabel, "addon-etcd-adapter"), "%s %s", o.GetKind(), o.GetName())
+		byKind[o.GetKind()] = append(byKind[o.GetKind()], o)
+	}
+	for _, kind := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+		"Role", "RoleBinding", "Deployment", "Service", "ValidatingWebhookConfiguration", "Certificate", "Issuer"} {
+		g.Expect(byKind).To(HaveKey(kind))
+	}
+	for _, crd := range byKind["CustomResourceDefinition"] {
+		g.Expect(crd.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), crd.GetName())
+	}
+	ns := byKind["Namespace"][0].GetName()
+	g.Expect(ns).To(Equal("etcd-adapter-system"))
+
+	deploy := byKind["Deployment"][0]
+	sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName")
+	g.Expect(sa).To(Equal(byKind["ServiceAccount"][0].GetName()))
+	volumes, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "volumes")
+	g.Expect(volumes).To(HaveLen(1))
+	certSecret, _, _ := unstructured.NestedString(volumes[0].(map[string]any), "secret", "secretName")
+
+	cert := byKind["Certificate"][0]
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	g.Expect(certSecret).To(Equal(secretName))
+	issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+	g.Expect(issuer).To(Equal(byKind["Issuer"][0].GetName()))
+
+	svc := byKind["Service"][0]
+	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	g.Expect(dnsNames).To(ContainElement(svc.GetName() + "." + ns + ".svc"))
+
+	vwc := byKind["ValidatingWebhookConfiguration"][0]
+	g.Expect(vwc.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", ns+"/"+cert.GetName()))
+	hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+	g.Expect(hooks).NotTo(BeEmpty())
+	for _, h := range hooks {
+		ref, _, _ := unstructured.NestedStringMap(h.(map[string]any), "clientConfig", "service")
+		g.Expect(ref).To(Equal(map[string]string{"name": svc.GetName(), "namespace": ns, "path": quorumguard.Path}))
+	}
+}
+
+// TestComponentsApply installs the generated CRDs (and stand-ins for cert-manager's) on a real
+// API server and creates every other object of the components YAML with server-side dry-run, so
+// a manifest the API server would reject fails `make test`.
+func TestComponentsApply(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	s, err := env.StartAPIServer(env.APIServerOptions{CRDDirectoryPaths: []string{filepath.Join("testdata", "cert-manager-crds.yaml")}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(s.Stop()).To(Succeed()) })
+
+	objs := components(g)
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	var rest []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "CustomResourceDefinition":
+			g.Expect(s.Client.Create(ctx, o.DeepCopy(), client.DryRunAll)).To(Succeed(), o.GetName())
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, crd)).To(Succeed())
+			crds = append(crds, crd)
+		case "Namespace":
+			g.Expect(s.Client.Create(ctx, o.DeepCopy())).To(Succeed(), o.GetName())
+		default:
+			rest = append(rest, o)
+		}
+	}
+	_, err = envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{CRDs: crds})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range rest {
+		g.Expect(s.Client.Create(ctx, o, client.DryRunAll)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	}
+}
+
+func components(g Gomega) []*unstructured.Unstructured {
+	y, err := Build(filepath.Join("..", "..", "config", "default"), "example.com/etcd-adapter:v0.0.0-test")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(y)).To(ContainSubstring("image: example.com/etcd-adapter:v0.0.0-test"))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(y), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		o := &unstructured.Unstructured{}
+		err := dec.Decode(&o.Object)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		if len(o.Object) > 0 {
+			out = append(out, o)
+		}
+	}
+}
