@@ -13,7 +13,8 @@ import (
 // BackendName is the Snapshot.Backend of this backend's snapshots.
 const BackendName = "k3s"
 
-// K3s's own intervals (K3s etcd contract, "Node condition EtcdIsVoter").
+// K3s's own intervals (k3s pkg/etcd/etcd.go: the leader's member-status pass runs every 15 s and
+// re-writes an unchanged EtcdIsVoter condition every 5 minutes).
 const (
 	// DefaultHeartbeatInterval is how often K3s re-writes an unchanged EtcdIsVoter condition.
 	DefaultHeartbeatInterval = 5 * time.Minute
@@ -38,7 +39,7 @@ type Config struct {
 	// Reader reads Nodes, normally from an informer cache (clustercache's GetReader, or Start's
 	// own cache). Nil means Client.
 	Reader client.Reader
-	// HeartbeatInterval, Tick and ClockSkew are the contract's refresh rule: an EtcdIsVoter
+	// HeartbeatInterval, Tick and ClockSkew are K3s's refresh rule: an EtcdIsVoter
 	// condition whose heartbeat is older than their sum is stale. Zero means the defaults; set
 	// them only for a K3s (or simulator) tuned differently.
 	HeartbeatInterval, Tick, ClockSkew time.Duration

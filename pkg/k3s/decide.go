@@ -42,7 +42,7 @@ type clusterView struct {
 	tick time.Duration
 }
 
-// decideRemoval applies the K3s contract's client rule to the Node that hosts (or hosted)
+// decideRemoval applies the client rule that works on every K3s version to the Node that hosts (or hosted)
 // member m, n being nil when the Node does not exist: record node-name before setting remove;
 // K3s's removed-node-name is a claim that counts only with evidence that agrees; rejected when
 // remove disappeared and removed-node-name did not appear. It acts only while the Node's

@@ -1,13 +1,14 @@
 // Package k3s is the etcd.Cluster backend for K3s (and RKE2) embedded etcd. It never connects to
 // etcd: everything it knows and does goes through the Node objects of the workload cluster, as
-// K3s's own embedded-etcd controllers keep them (see docs/k3s-backend.md and the K3s etcd
-// contract it follows).
+// K3s's own embedded-etcd controllers keep them (k3s-io/k3s pkg/etcd/etcd.go,
+// member_controller.go and metadata_controller.go; see docs/k3s-backend.md).
 //
 // What it reads: Nodes labelled node-role.kubernetes.io/etcd=true, their
 // etcd.k3s.cattle.io/node-name and node-address annotations (member name and peer address), the
 // EtcdIsVoter condition the etcd leader's K3s writes (voter, learner, Unhealthy with K3s's own
 // message, NotAMember), the Ready condition, and status.nodeInfo.kubeletVersion, which selects
-// the per-version rules. RKE2 is the same contract under etcd.rke2.cattle.io/ keys.
+// the per-version rules (those of the oldest version among the etcd Nodes, since only the etcd
+// leader's K3s writes the condition). RKE2 is the same code under etcd.rke2.cattle.io/ keys.
 //
 // What it writes: to remove a member, one optimistic-concurrency patch that records the member
 // name (v1alpha1.K3sRemovingMemberAnnotation) and sets etcd.k3s.cattle.io/remove=true. K3s's

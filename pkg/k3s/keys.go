@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Labels, condition and reasons K3s and RKE2 share (K3s etcd contract, "Keys on the Node" and
-// "Node condition EtcdIsVoter").
+// Labels, condition and reasons K3s and RKE2 share (k3s pkg/etcd/etcd.go and
+// pkg/etcd/metadata_controller.go).
 const (
 	// EtcdRoleLabel marks an etcd server's Node; K3s sets it to "true".
 	EtcdRoleLabel = "node-role.kubernetes.io/etcd"

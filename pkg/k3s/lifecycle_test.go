@@ -225,7 +225,7 @@ func (l *lifecycle) waitsOnDownMember(t *testing.T) {
 	c := l.c
 	ctx := context.Background()
 	// With one of three members down, etcd refuses to remove another as "unhealthy cluster";
-	// K3s requeues that with backoff and writes nothing (contract, removal step 6).
+	// K3s requeues that with backoff and writes nothing (k3s pkg/etcd/member_controller.go).
 	leader := c.leaderNode(g)
 	var down, target string
 	for _, n := range c.nodes {

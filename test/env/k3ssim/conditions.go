@@ -17,7 +17,7 @@ import (
 
 // matchMember returns the member a Node stands for. From 1.29.3 on K3s matches
 // member.Name == node-name annotation; before, a member whose name starts with `<node>-`
-// (contract, "Node condition EtcdIsVoter").
+// (k3s pkg/etcd/etcd.go).
 func matchMember(p Profile, node *corev1.Node, members []member) (member, bool) {
 	for _, m := range members {
 		if m.Name == "" {
@@ -34,8 +34,8 @@ func matchMember(p Profile, node *corev1.Node, members []member) (member, bool) 
 	return member{}, false
 }
 
-// desiredVoterCondition returns the EtcdIsVoter condition K3s writes for a Node, per the
-// contract's table, and false when that K3s version writes nothing for it. found says whether
+// desiredVoterCondition returns the EtcdIsVoter condition K3s writes for a Node, as k3s
+// pkg/etcd/etcd.go writes it, and false when that K3s version writes nothing for it. found says whether
 // a member matched; healthErr is the member's health (only used where Unhealthy exists).
 func desiredVoterCondition(p Profile, m member, found bool, healthErr error) (corev1.NodeCondition, bool) {
 	if !p.HasEtcdIsVoter {

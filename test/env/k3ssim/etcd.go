@@ -42,7 +42,7 @@ type member struct {
 }
 
 // hasPeerHost reports whether one of the member's peer URLs has host address; K3s matches a
-// member by name AND peer URL host (contract, removal step 3).
+// member by name AND peer URL host (k3s pkg/etcd/member_controller.go).
 func (m member) hasPeerHost(address string) bool {
 	for _, peer := range m.PeerURLs {
 		if u, err := url.Parse(peer); err == nil && u.Hostname() == address {
@@ -58,10 +58,10 @@ func memberFromPB(m *etcdserverpb.Member) member {
 }
 
 // errNoOtherVoter is the leader-aware (1.34.2+) rejection when the member to remove is the
-// leader and no other voter can take over (contract, removal step 3).
+// leader and no other voter can take over (k3s pkg/etcd/member_controller.go).
 var errNoOtherVoter = errors.New("cannot move etcd leadership: no other voting member")
 
-// isRejection reports whether a removal error is the rejection of contract step 5: etcd's
+// isRejection reports whether a removal error is the rejection K3s clears remove for (PR 8392): etcd's
 // "not enough started members", or the leader-aware rejection, which K3s treats the same way
 // because etcd itself would refuse to remove the only voter with that error.
 func isRejection(err error) bool {
@@ -142,8 +142,8 @@ func (o *etcdOps) members(ctx context.Context) ([]member, error) {
 	return members, nil
 }
 
-// status asks one member for its status; that is K3s's health check (contract,
-// "Health there is Status(member.ClientURLs[0])").
+// status asks one member for its status; that is K3s's health check (k3s pkg/etcd/etcd.go:
+// Status(member.ClientURLs[0]) from the leader).
 func (o *etcdOps) status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()

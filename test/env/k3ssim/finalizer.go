@@ -25,7 +25,7 @@ func (s *Simulator) ensureFinalizer(ctx context.Context, node *corev1.Node) (boo
 }
 
 // reconcileDelete holds a deleted etcd Node until its member is removed, with the same lookup
-// as the removal (contract, "Node deletion"). A Node that carries removed-node-name is let go
+// as the removal (k3s pkg/etcd/member_controller.go, its OnRemove handler). A Node that carries removed-node-name is let go
 // at once; a missing node-name/node-address or a failed removal is requeued.
 func (s *Simulator) reconcileDelete(ctx context.Context, node *corev1.Node) error {
 	if !controllerutil.ContainsFinalizer(node, MemberControllerFinalizer) {

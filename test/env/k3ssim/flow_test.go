@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// flowProfiles covers every version profile of the contract: legacy removal with and without
+// flowProfiles covers every member-controller generation of K3s: legacy removal with and without
 // EtcdIsVoter, the requeue-bug generation (with the exact member match), the leader-aware
 // generation on both of its branches, and RKE2's keys.
 var flowProfiles = []struct {
@@ -26,7 +26,7 @@ var flowProfiles = []struct {
 }
 
 // TestSimulator_memberLifecycle walks each profile through the whole member lifecycle on one
-// 3-server cluster, asserting the contract at each step: removal of a follower by
+// 3-server cluster, asserting what K3s does at each step: removal of a follower by
 // annotation, the requeue behaviour afterwards, rejoin under a new name as a learner and its
 // promotion, removal of the leader, Node deletion with and without removed-node-name, and
 // the rejection of removing the only voter.
@@ -111,7 +111,7 @@ func (f *lifecycle) removeFollower(ctx context.Context, t *testing.T) {
 			break
 		}
 	}
-	// Client rule of the contract: record node-name before setting remove.
+	// Client rule that works on every K3s version: record node-name before setting remove.
 	f.followerMember = c.annotations(ctx, g, f.follower)[keys.NodeName]
 	g.Expect(f.followerMember).ToNot(BeEmpty())
 	c.annotate(ctx, g, f.follower, keys.Remove, "true")

@@ -2,7 +2,7 @@ package k3ssim
 
 import corev1 "k8s.io/api/core/v1"
 
-// Labels and the finalizer are the same for K3s and RKE2 (contract, "Keys on the Node").
+// Labels and the finalizer are the same for K3s and RKE2 (k3s pkg/etcd/metadata_controller.go, member_controller.go).
 const (
 	// EtcdRoleLabel marks an etcd server's Node; its value is "true".
 	EtcdRoleLabel = "node-role.kubernetes.io/etcd"
@@ -14,7 +14,7 @@ const (
 	MemberControllerFinalizer = "wrangler.cattle.io/managed-etcd-controller"
 )
 
-// EtcdIsVoter condition type and reasons (contract, "Node condition EtcdIsVoter").
+// EtcdIsVoter condition type and reasons (k3s pkg/etcd/etcd.go).
 const (
 	// EtcdIsVoterCondition is the Node condition type written by the leader's process.
 	EtcdIsVoterCondition corev1.NodeConditionType = "EtcdIsVoter"

@@ -4,7 +4,7 @@ import "context"
 
 // leaderDuties is what only the raft leader's K3s does each tick: write EtcdIsVoter on the
 // etcd Nodes (unless the condition writer was stopped) and try to promote every learner
-// (contract, "Node condition EtcdIsVoter" and "Joining and learners").
+// (k3s pkg/etcd/etcd.go: the member-status pass and the learner promotion loop).
 func (s *Simulator) leaderDuties(ctx context.Context, members []member) {
 	leaderID, err := s.etcd.leaderID(ctx, members)
 	if err != nil {

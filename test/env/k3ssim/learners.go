@@ -11,7 +11,7 @@ type learnerProgress struct {
 	since   time.Time
 }
 
-// manageLearners is the leader's learner loop (contract, "Joining and learners"): a learner
+// manageLearners is the leader's learner loop (k3s pkg/etcd/etcd.go, the learner promotion loop): a learner
 // whose applied index has not advanced for LearnerStallTimeout is removed (a learner that
 // never started, such as the leftover of a failed join, never advances); every other
 // learner is offered MemberPromote, which etcd refuses until it has caught up

@@ -124,7 +124,7 @@ func (s *Simulator) StopMemberController() {
 
 // Requeues returns how often the member controller's sync of Node node failed and was
 // requeued; on the 1.28.3 – 1.34.1 profile it keeps growing after a removal until the server
-// rejoins (contract, the requeue-forever bug).
+// rejoins (the requeue-forever bug PR 12920 fixed).
 func (s *Simulator) Requeues(node string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

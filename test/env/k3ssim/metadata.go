@@ -33,7 +33,7 @@ func (s *Simulator) registerNode(ctx context.Context, name, ip string) error {
 }
 
 // desiredMetadata returns the labels and annotations the metadata controller keeps on a
-// server's own Node (contract, "Keys on the Node").
+// server's own Node (k3s pkg/etcd/metadata_controller.go).
 func (s *Simulator) desiredMetadata(srv server) (labels, annotations map[string]string) {
 	labels = map[string]string{EtcdRoleLabel: "true"}
 	if !srv.etcdOnly {

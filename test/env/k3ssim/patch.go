@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// jsonPatch is an RFC 6902 patch. K3s writes each annotation outcome as one patch (contract,
-// removal step 4), so an observer never sees a half-written result.
+// jsonPatch is an RFC 6902 patch. K3s writes each annotation outcome as one patch (k3s
+// pkg/etcd/member_controller.go), so an observer never sees a half-written result.
 type jsonPatch []map[string]any
 
 // annotationPath escapes an annotation key into a JSON pointer.

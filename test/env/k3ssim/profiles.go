@@ -6,8 +6,8 @@ import (
 	"strconv"
 )
 
-// RemovalBehavior is the member controller generation of a K3s version (contract, "Version
-// differences the simulator must be able to reproduce").
+// RemovalBehavior is the member controller generation of a K3s version (k3s pkg/etcd/member_controller.go,
+// as PR 8392 and PR 12920 changed it).
 type RemovalBehavior int
 
 const (

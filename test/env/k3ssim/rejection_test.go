@@ -10,7 +10,7 @@ import (
 // TestSimulator_rejectionNotEnoughStartedMembers: etcd rejects removing a running follower
 // when the remaining voters would have too few started members, here because a third voter
 // was added but never started. K3s 1.28.3+ then deletes `remove` and writes no
-// removed-node-name (contract step 5); older K3s requeues it like any other error.
+// removed-node-name (K3s PR 8392); older K3s requeues it like any other error.
 func TestSimulator_rejectionNotEnoughStartedMembers(t *testing.T) {
 	for _, version := range []string{"v1.26.5+k3s1", "v1.33.4+k3s1", "v1.34.2+k3s1"} {
 		t.Run(version, func(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// syncRemoval is the member controller's reaction to a change of an etcd Node (contract,
-// "Removal by annotation", steps 1–6, in the order each K3s generation checks them).
+// syncRemoval is the member controller's reaction to a change of an etcd Node (k3s
+// pkg/etcd/member_controller.go, in the order each K3s generation checks them).
 func (s *Simulator) syncRemoval(ctx context.Context, node *corev1.Node) error {
 	if _, ok := node.Labels[EtcdRoleLabel]; !ok {
 		return nil

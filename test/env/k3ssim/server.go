@@ -91,8 +91,8 @@ func (s *Simulator) serverForMember(name string) (server, bool) {
 	return server{}, false
 }
 
-// tombstoneLocked is what the removed server's K3s does (contract, "What happens to the
-// removed server"): it closes its etcd, and because its apiserver only talks to that member,
+// tombstoneLocked is what the removed server's K3s does (k3s pkg/etcd/etcd.go, the
+// removed member's tombstone): it closes its etcd, and because its apiserver only talks to that member,
 // its kubelet loses the API and the Node goes NotReady. K3s never deletes the Node.
 // The caller holds opMu.
 func (s *Simulator) tombstoneLocked(ctx context.Context, memberName string) {

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Defaults are K3s's own intervals (contract); tests set short ones through Options.
+// Defaults are K3s's own intervals (k3s pkg/etcd/etcd.go); tests set short ones through Options.
 const (
 	// DefaultTick is how often the leader's K3s writes EtcdIsVoter and promotes learners.
 	DefaultTick = 15 * time.Second
