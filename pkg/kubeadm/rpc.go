@@ -34,7 +34,10 @@ func isLearnerRejection(err error) bool {
 }
 
 // isEtcdAnswer reports whether err came from etcd itself (it was listening and answered with
-// an error) rather than from the connection.
+// an error) rather than from the connection. etcd's own errors are recognised by their text
+// (rpctypes); a status that gRPC made up on the client side for a broken stream (Unavailable,
+// DeadlineExceeded, Canceled, or Unknown/Internal such as "malformed header: missing HTTP
+// content-type" when a port-forward dies mid-call) is the connection's.
 func isEtcdAnswer(err error) bool {
 	if err == nil {
 		return false
@@ -44,7 +47,14 @@ func isEtcdAnswer(err error) bool {
 		return true
 	}
 	s, ok := status.FromError(err)
-	return ok && s.Code() != codes.Unavailable && s.Code() != codes.DeadlineExceeded && s.Code() != codes.Canceled
+	if !ok {
+		return false
+	}
+	switch s.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
+		return strings.HasPrefix(s.Message(), "etcdserver:")
+	}
+	return true
 }
 
 // isClassified reports whether err already carries one of the etcd error classes.

@@ -279,6 +279,7 @@ func Test_outcomeOf(t *testing.T) {
 		{name: "learner not ready", err: rpctypes.ErrGRPCLearnerNotReady, want: removeUnsettled},
 		{name: "connection lost during the call", err: status.Error(codes.Unavailable, "error reading from server: EOF"), want: removeUnsettled},
 		{name: "call deadline", err: status.Error(codes.DeadlineExceeded, "context deadline exceeded"), want: removeUnsettled},
+		{name: "the port-forward died mid-call", err: status.Error(codes.Unknown, "unexpected HTTP status code received from server: 200 (OK); malformed header: missing HTTP content-type"), want: removeUnsettled},
 		{name: "anything else etcd says", err: rpctypes.ErrGRPCPermissionDenied, want: removeRejected},
 	}
 	for _, tt := range tests {
