@@ -32,6 +32,8 @@ type Options struct {
 	CallTimeout time.Duration
 	// Webhooks registers the quorum guard on the manager's webhook server.
 	Webhooks bool
+	// AtStep is passed to the ControlPlaneEtcd controller. Only used for testing.
+	AtStep func(ctx context.Context, step string)
 }
 
 // Setup adds the controllers (and, with Options.Webhooks, the quorum guard) to mgr. The returned
@@ -47,7 +49,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	if err := (&creation.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}
-	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, Backends: registry, CallTimeout: opts.CallTimeout}
+	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, Backends: registry, CallTimeout: opts.CallTimeout, AtStep: opts.AtStep}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,9 @@ type adapterManager struct {
 	err    error
 }
 
-func startAdapter(ctx context.Context, mgmt *env.Management) (*adapterManager, error) {
+// startAdapter starts the etcd-adapter manager; atStep, when set, is called at each step boundary
+// of the removal flow (see controlplaneetcd.Reconciler.AtStep).
+func startAdapter(ctx context.Context, mgmt *env.Management, atStep func(context.Context, string)) (*adapterManager, error) {
 	wio := mgmt.WebhookInstallOptions()
 	opts := capi.ManagerOptions(scheme)
 	opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
@@ -43,7 +45,7 @@ func startAdapter(ctx context.Context, mgmt *env.Management) (*adapterManager, e
 		cancel()
 		return nil, err
 	}
-	if _, err := setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: 5 * time.Second}); err != nil {
+	if _, err := setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: 5 * time.Second, AtStep: atStep}); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -24,7 +24,7 @@ var k3sProfiles = []string{"v1.34.2+k3s1", "v1.33.4+k3s1"}
 var _ = Describe("K3s scale-down 3→2→1 by a provider using the provider library", func() {
 	for _, version := range k3sProfiles {
 		It("drains each Node before its member is removed, keeps quorum and releases the hooks on "+version, func(ctx SpecContext) {
-			c := startK3sCluster(ctx, version)
+			c := startK3sCluster(ctx, k3sOptions{version: version})
 			rec := startRecorder(ctx, c.workload.APIServer.Config)
 			etcdView, err := k3s.Start(ctx, c.workload.APIServer.Config, k3s.Config{})
 			Expect(err).NotTo(HaveOccurred())

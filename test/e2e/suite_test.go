@@ -40,7 +40,7 @@ var _ = BeforeSuite(func() {
 		Webhooks:          &envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	adapter, err = startAdapter(context.Background(), mgmt)
+	adapter, err = startAdapter(context.Background(), mgmt, nil)
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("Management cluster and etcd-adapter started in %s\n", time.Since(suiteStart).Round(time.Millisecond))
 })

@@ -34,11 +34,22 @@ type k3sCluster struct {
 	machines map[string]*clusterv1.Machine // by Node name
 }
 
-// startK3sCluster starts a 3-server K3s workload cluster of the given version, registers it,
-// creates its ControlPlaneEtcd and a control-plane Machine per Node, and waits until Cluster API
-// bound them and etcd-adapter put its hook on every Machine.
-func startK3sCluster(ctx context.Context, version string) *k3sCluster {
-	wl, err := workload.StartK3s(ctx, workload.K3sOptions{Version: version, Tick: 200 * time.Millisecond})
+// k3sOptions shape a test's K3s cluster.
+type k3sOptions struct {
+	// version is the simulated K3s version; members the number of servers (default 3).
+	version string
+	members int
+}
+
+// observationInterval is the ControlPlaneEtcds' spec.observationInterval in this suite: short,
+// so that status tests see many periodic passes.
+const observationInterval = time.Second
+
+// startK3sCluster starts a K3s workload cluster, registers it, creates its ControlPlaneEtcd and a
+// control-plane Machine per Node, and waits until Cluster API bound them and etcd-adapter put its
+// hook on every Machine.
+func startK3sCluster(ctx context.Context, opts k3sOptions) *k3sCluster {
+	wl, err := workload.StartK3s(ctx, workload.K3sOptions{Version: opts.version, Members: opts.members, Tick: 200 * time.Millisecond})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(wl.Close)
 	c := &k3sCluster{workload: wl, machines: map[string]*clusterv1.Machine{}}
@@ -48,7 +59,7 @@ func startK3sCluster(ctx context.Context, version string) *k3sCluster {
 	c.cpe = &v1alpha1.ControlPlaneEtcd{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "k3s"},
 		Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: "k3s", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeManage,
-			ObservationInterval: &metav1.Duration{Duration: 5 * time.Second}},
+			ObservationInterval: &metav1.Duration{Duration: observationInterval}},
 	}
 	Expect(mgmt.Client.Create(ctx, c.cpe)).To(Succeed())
 	for _, node := range wl.Nodes {
@@ -117,4 +128,41 @@ func conditionStatus(cpe *v1alpha1.ControlPlaneEtcd, t string) metav1.ConditionS
 		}
 	}
 	return ""
+}
+
+func patchAnnotation(ctx context.Context, m *clusterv1.Machine, key, value string) {
+	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+	before := m.DeepCopy()
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[key] = value
+	Expect(mgmt.Client.Patch(ctx, m, client.MergeFrom(before))).To(Succeed())
+}
+
+func patchFinalizer(ctx context.Context, cluster *clusterv1.Cluster, f string) {
+	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+	before := cluster.DeepCopy()
+	cluster.Finalizers = append(cluster.Finalizers, f)
+	Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+}
+
+func removeFinalizer(ctx context.Context, cluster *clusterv1.Cluster, f string) {
+	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+	before := cluster.DeepCopy()
+	var keep []string
+	for _, x := range cluster.Finalizers {
+		if x != f {
+			keep = append(keep, x)
+		}
+	}
+	cluster.Finalizers = keep
+	Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+}
+
+func setPaused(ctx context.Context, cluster *clusterv1.Cluster, paused bool) {
+	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+	before := cluster.DeepCopy()
+	cluster.Spec.Paused = &paused
+	Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
 }

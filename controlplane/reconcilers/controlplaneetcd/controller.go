@@ -47,6 +47,9 @@ type Reconciler struct {
 	CallTimeout time.Duration
 	// Now returns the current time; nil means time.Now. Only used for testing.
 	Now func() time.Time
+	// AtStep, when set, is called at each step boundary of the removal flow (the Step*
+	// constants), so a test can stop the controller exactly there. Only used for testing.
+	AtStep func(ctx context.Context, step string)
 
 	controller controller.Controller
 }
@@ -78,6 +81,22 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}
 	r.controller = c
 	return nil
+}
+
+// Step boundaries of the removal flow, for Reconciler.AtStep.
+const (
+	// StepQuorumChecked: the quorum projection allowed the removal; nothing was asked yet.
+	StepQuorumChecked = "QuorumChecked"
+	// StepRemovalRequested: the backend was asked to remove the member.
+	StepRemovalRequested = "RemovalRequested"
+	// StepRemovedBeforeRelease: the member is confirmed gone; the hook is not released yet.
+	StepRemovedBeforeRelease = "RemovedBeforeRelease"
+)
+
+func (r *Reconciler) atStep(ctx context.Context, step string) {
+	if r.AtStep != nil {
+		r.AtStep(ctx, step)
+	}
 }
 
 func (r *Reconciler) now() time.Time {

@@ -150,6 +150,7 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.snapshot.MembersOnNode(node))
 	switch {
 	case len(targets) == 0:
+		r.atStep(ctx, StepRemovedBeforeRelease)
 		return true, r.releaseRemoved(ctx, s, m, fmt.Sprintf("no etcd member is hosted on Node %s any more", node))
 	case len(targets) == len(s.snapshot.Members):
 		return true, r.release(ctx, s, m, fmt.Sprintf("Node %s hosts the last etcd member, which is never removed", node), v1alpha1.EventHookReleased)
@@ -180,6 +181,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		r.setBlocked(s, m, fmt.Sprintf("Removing etcd member %s of Machine %s is not safe now (%s): %s", target, m.Name, verdict.Reason, verdict.Message))
 		return false, nil
 	}
+	r.atStep(ctx, StepQuorumChecked)
 	if moved, err := r.moveLeadershipOff(ctx, s, m, target); err != nil || moved {
 		s.wantRequeue(removalPollInterval)
 		return false, err
@@ -188,6 +190,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
 	removal, err := s.backend.RemoveMember(callCtx, target)
+	r.atStep(ctx, StepRemovalRequested)
 	if err != nil {
 		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s failed, retrying: %v", target, m.Name, err))
 		s.wantRequeue(removalPollInterval)
