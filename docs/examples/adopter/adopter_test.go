@@ -22,7 +22,7 @@ func Example() {
 	ctx := context.Background()
 	snapshot, machines := threeMembers()
 	etcdCluster := &fake.Cluster{ObserveResponse: snapshot} // adopter.EtcdFor(...) in a provider
-	victim := machines[0]                                    // hosts the leader
+	victim := machines[0]                                   // hosts the leader
 
 	d := adopter.ScaleDown(ctx, etcdCluster, &clusterv1.Cluster{}, machines, victim, now)
 	fmt.Println("delete:", d.Delete)
