@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/controlplaneetcd"
+)
+
+var _ = Describe("Crash safety of the removal flow", func() {
+	It("converges after the controller stops at each step boundary: no member removed twice, no other member removed, no hook left", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1", members: 5})
+		c.expectMembers(ctx, 5)
+		steps := map[string]string{
+			"cp-4": controlplaneetcd.StepQuorumChecked,
+			"cp-3": controlplaneetcd.StepRemovalRequested,
+			"cp-2": controlplaneetcd.StepRemovedBeforeRelease,
+		}
+		for _, node := range []string{"cp-4", "cp-3", "cp-2"} {
+			step := steps[node]
+			By("stopping etcd-adapter at " + step + " while Machine m-" + node + " is deleted")
+			before := memberIDs(ctx, c)
+			doomedID := c.workload.Etcd.MemberOnNode(node).ID()
+			crashAt(ctx, step, func() { Expect(mgmt.Client.Delete(ctx, c.machines[node])).To(Succeed()) })
+
+			By("starting a new etcd-adapter, which must converge")
+			c.expectGone(ctx, c.machines[node])
+			delete(c.machines, node)
+			c.expectMembers(ctx, len(before)-1)
+			Expect(memberIDs(ctx, c)).To(Equal(slices.DeleteFunc(before, func(id uint64) bool { return id == doomedID })),
+				"exactly the deleted Machine's member must be gone")
+			c.waitForHooks(ctx)
+		}
+	}, SpecTimeout(6*time.Minute))
+})
+
+// crashAt replaces the running etcd-adapter with one that stops itself the first time it reaches
+// step, runs trigger, waits for that stop, and starts a fresh etcd-adapter.
+func crashAt(ctx context.Context, step string, trigger func()) {
+	Expect(adapter.Stop()).To(Succeed())
+	reached := make(chan struct{})
+	var once sync.Once
+	crashing, err := startAdapter(context.Background(), mgmt, func(rctx context.Context, s string) {
+		if s != step {
+			return
+		}
+		once.Do(func() { close(reached) })
+		<-rctx.Done() // the manager stops under this reconcile, as a crash would end it here
+	})
+	Expect(err).NotTo(HaveOccurred())
+	trigger()
+	Eventually(reached, deletionTimeout).Should(BeClosed(), "etcd-adapter must reach step %s", step)
+	Expect(crashing.Stop()).To(Succeed())
+	adapter, err = startAdapter(context.Background(), mgmt, nil)
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// memberIDs lists the etcd member IDs of the cluster, sorted, from etcd itself.
+func memberIDs(ctx context.Context, c *k3sCluster) []uint64 {
+	cli, err := c.workload.Etcd.NewClient(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.MemberList(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	var ids []uint64
+	for _, m := range resp.Members {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
