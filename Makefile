@@ -31,9 +31,29 @@ BENCHTIME ?= 1x
 bench: envtest-assets ## Benchmarks against the real test environment; they print their figures.
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./... -run '^$$' -bench . -benchtime $(BENCHTIME) -count=1
 
+# The demo builds the test binaries itself (with progress) when they are missing, so it needs
+# nothing but Go. DEMO_ARGS are passed on, e.g. DEMO_ARGS=--keep-running.
+DEMO_ARGS ?=
 .PHONY: run
-run: ## The main job (the manager). Not built yet: it arrives with the manager issue.
-	@echo "make run: the manager arrives with its issue; today the project is a library, see README.md" >&2; exit 1
+run: demo ## The main job: the playground and its narrated scenario (same as `make demo`).
+
+.PHONY: demo
+demo: ## Start the playground (management + K3s + kubeadm clusters, etcd-adapter) and play the scenario; DEMO_ARGS=--keep-running keeps it up.
+	$(GO) run ./test/demo/cmd/etcd-adapter-demo $(DEMO_ARGS)
+
+# MANAGER_ARGS are passed to the manager, e.g. MANAGER_ARGS="--kubeconfig=$$HOME/.kube/config --enable-webhooks=false".
+MANAGER_ARGS ?= --enable-webhooks=false --insecure-diagnostics --diagnostics-address=127.0.0.1:8080 --health-addr=127.0.0.1:9440
+.PHONY: run-manager
+run-manager: ## Run the etcd-adapter manager against the management cluster of KUBECONFIG (MANAGER_ARGS).
+	$(GO) run ./cmd/etcd-adapter $(MANAGER_ARGS)
+
+# The components YAML and metadata.yaml clusterctl installs, built by kustomize (as a Go library)
+# from config/default.
+RELEASE_DIR ?= out
+IMG ?= ghcr.io/etcd-adapter/etcd-adapter:dev
+.PHONY: release-manifests
+release-manifests: ## Build $(RELEASE_DIR)/addon-components.yaml and metadata.yaml for clusterctl (IMG sets the manager image).
+	$(GO) run ./hack/release-manifests -out $(RELEASE_DIR) -image $(IMG)
 
 FUZZTIME ?= 60s
 .PHONY: fuzz
