@@ -61,7 +61,7 @@ func crashAt(ctx context.Context, step string, trigger func()) {
 }
 
 // memberIDs lists the etcd member IDs of the cluster, sorted, from etcd itself.
-func memberIDs(ctx context.Context, c *k3sCluster) []uint64 {
+func memberIDs(ctx context.Context, c *testCluster) []uint64 {
 	cli, err := c.workload.Etcd.NewClient(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = cli.Close() }()

@@ -62,7 +62,7 @@ var _ = Describe("K3s scale-down 3→2→1 by a provider using the provider libr
 })
 
 // expectGone waits until the Machine, its TestMachine and its Node are gone.
-func (c *k3sCluster) expectGone(ctx context.Context, m *clusterv1.Machine) {
+func (c *testCluster) expectGone(ctx context.Context, m *clusterv1.Machine) {
 	Eventually(func() error {
 		return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{})
 	}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound), "the Machine must be deleted once its hook is released")
@@ -74,7 +74,7 @@ func (c *k3sCluster) expectGone(ctx context.Context, m *clusterv1.Machine) {
 
 // expectMembers waits until the status reports n healthy voters, all bound to Machines, and etcd
 // available with no membership change under way, and no hook left on deleted Machines.
-func (c *k3sCluster) expectMembers(ctx context.Context, n int) {
+func (c *testCluster) expectMembers(ctx context.Context, n int) {
 	Eventually(func(g Gomega) {
 		cpe := &v1alpha1.ControlPlaneEtcd{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.cpe), cpe)).To(Succeed())

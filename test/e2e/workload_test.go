@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
@@ -25,10 +26,10 @@ const (
 	deletionTimeout = 2 * time.Minute
 )
 
-// k3sCluster is a K3s-flavoured workload cluster registered in the management cluster with a
-// ControlPlaneEtcd in Manage mode and one bound control-plane Machine per server.
-type k3sCluster struct {
-	workload *workload.K3s
+// testCluster is a workload cluster of either flavour registered in the management cluster with
+// a ControlPlaneEtcd and one bound control-plane Machine per Node.
+type testCluster struct {
+	workload workloadParts
 	cluster  *clusterv1.Cluster
 	cpe      *v1alpha1.ControlPlaneEtcd
 	machines map[string]*clusterv1.Machine // by Node name
@@ -48,24 +49,43 @@ const observationInterval = time.Second
 // startK3sCluster starts a K3s workload cluster, registers it, creates its ControlPlaneEtcd and a
 // control-plane Machine per Node, and waits until Cluster API bound them and etcd-adapter put its
 // hook on every Machine.
-func startK3sCluster(ctx context.Context, opts k3sOptions) *k3sCluster {
+func startK3sCluster(ctx context.Context, opts k3sOptions) *testCluster {
 	wl, err := workload.StartK3s(ctx, workload.K3sOptions{Version: opts.version, Members: opts.members, Tick: 200 * time.Millisecond})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(wl.Close)
-	c := &k3sCluster{workload: wl, machines: map[string]*clusterv1.Machine{}}
+	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
+}
+
+// workloadParts are what the tests use of either flavour's workload cluster.
+type workloadParts struct {
+	APIServer *env.APIServer
+	Etcd      *etcdcluster.Cluster
+	Nodes     []string
+}
+
+// registerTestCluster registers the workload cluster (with its etcd CA, as KCP keeps it),
+// creates its ControlPlaneEtcd with the given backend and mode and a bound Machine per Node, and
+// in Manage mode waits for the hooks.
+func registerTestCluster(ctx context.Context, wl workloadParts, backend v1alpha1.Backend, mode v1alpha1.Mode) *testCluster {
+	c := &testCluster{workload: wl, machines: map[string]*clusterv1.Machine{}}
 	ns := createNamespace(ctx)
-	c.cluster, err = env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "k3s", Workload: wl.APIServer.Config})
+	name := string(backend)
+	var err error
+	c.cluster, err = env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: name, Workload: wl.APIServer.Config,
+		EtcdCACert: wl.Etcd.CA().CertPEM(), EtcdCAKey: wl.Etcd.CA().KeyPEM()})
 	Expect(err).NotTo(HaveOccurred())
 	c.cpe = &v1alpha1.ControlPlaneEtcd{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "k3s"},
-		Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: "k3s", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeManage,
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: name, Backend: backend, Mode: mode,
 			ObservationInterval: &metav1.Duration{Duration: observationInterval}},
 	}
 	Expect(mgmt.Client.Create(ctx, c.cpe)).To(Succeed())
 	for _, node := range wl.Nodes {
 		c.machines[node] = bindMachine(ctx, c.cluster, wl.APIServer.Client, node)
 	}
-	c.waitForHooks(ctx)
+	if mode == v1alpha1.ModeManage {
+		c.waitForHooks(ctx)
+	}
 	return c
 }
 
@@ -87,7 +107,7 @@ func bindMachine(ctx context.Context, cluster *clusterv1.Cluster, wl client.Clie
 	return m
 }
 
-func (c *k3sCluster) waitForHooks(ctx context.Context) {
+func (c *testCluster) waitForHooks(ctx context.Context) {
 	Eventually(func(g Gomega) {
 		for _, m := range c.machines {
 			got := &clusterv1.Machine{}
@@ -98,7 +118,7 @@ func (c *k3sCluster) waitForHooks(ctx context.Context) {
 }
 
 // status reads the ControlPlaneEtcd.
-func (c *k3sCluster) status(ctx context.Context) *v1alpha1.ControlPlaneEtcd {
+func (c *testCluster) status(ctx context.Context) *v1alpha1.ControlPlaneEtcd {
 	got := &v1alpha1.ControlPlaneEtcd{}
 	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.cpe), got)).To(Succeed())
 	return got

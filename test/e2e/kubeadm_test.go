@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
+)
+
+var _ = Describe("kubeadm flavour", func() {
+	startKubeadm := func(ctx context.Context, mode v1alpha1.Mode) *testCluster {
+		wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(wl.Close)
+		return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes}, v1alpha1.BackendKubeadm, mode)
+	}
+
+	It("reports members, leader and cluster ID in Observe mode and holds no Machine", func(ctx SpecContext) {
+		c := startKubeadm(ctx, v1alpha1.ModeObserve)
+		c.expectMembers(ctx, 3)
+		cpe := c.status(ctx)
+		Expect(cpe.Status.ClusterID).NotTo(BeEmpty())
+		Expect(cpe.Status.Leader).NotTo(BeEmpty())
+		Expect(cpe.Status.Voters).To(HaveValue(BeEquivalentTo(3)))
+		for _, m := range c.machines {
+			got := m.DeepCopy()
+			Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			Expect(got.Annotations).NotTo(HaveKey(v1alpha1.PreTerminateHookAnnotation), "Observe mode leaves Machines to KCP")
+		}
+	}, SpecTimeout(3*time.Minute))
+
+	It("in Manage mode moves leadership off the leader's Machine before removing its member", func(ctx SpecContext) {
+		c := startKubeadm(ctx, v1alpha1.ModeManage)
+		c.expectMembers(ctx, 3)
+		leader := c.status(ctx).Status.Leader
+		doomed := c.machines[leader]
+		Expect(doomed).NotTo(BeNil(), "the leader %s must be on a Machine's Node", leader)
+		before := memberIDs(ctx, c)
+		doomedID := c.workload.Etcd.MemberOnNode(leader).ID()
+
+		Expect(mgmt.Client.Delete(ctx, doomed)).To(Succeed())
+		c.expectGone(ctx, doomed)
+		delete(c.machines, leader)
+		c.expectMembers(ctx, 2)
+		Expect(memberIDs(ctx, c)).NotTo(ContainElement(doomedID))
+		Expect(memberIDs(ctx, c)).To(HaveLen(len(before) - 1))
+		Expect(c.status(ctx).Status.Leader).NotTo(Equal(leader))
+		Expect(eventReasons(ctx, doomed.Namespace, doomed.Name)).To(ContainElements(v1alpha1.EventLeaderMoved, v1alpha1.EventMemberRemoved, v1alpha1.EventHookReleased))
+	}, SpecTimeout(4*time.Minute))
+})
+
+// eventReasons lists the reasons of the Events about the named object.
+func eventReasons(ctx context.Context, namespace, name string) []string {
+	list := &corev1.EventList{}
+	Expect(mgmt.Client.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
