@@ -1,0 +1,228 @@
+package kcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
+	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
+)
+
+// Timings of the kubelet stand-ins on KCP's Nodes.
+const (
+	heartbeatInterval = 2 * time.Second
+	podSyncInterval   = time.Second
+)
+
+// controlPlaneRoleLabel and its NoSchedule taint are what `kubeadm init`/`join`
+// (mark-control-plane) put on a control-plane Node; KCP lists control-plane Nodes by the label.
+const controlPlaneRoleLabel = "node-role.kubernetes.io/control-plane"
+
+// workloadCluster is the workload side of one Cluster: its apiserver, the etcd cluster that
+// the first Machine's `kubeadm init` starts, and one Node per provisioned Machine.
+type workloadCluster struct {
+	api *workloadAPIServer
+
+	mu           sync.Mutex
+	etcd         *etcdcluster.Cluster
+	kubelets     map[string]*kubelet.Kubelet
+	failNextJoin bool
+}
+
+func newWorkloadCluster(api *workloadAPIServer) *workloadCluster {
+	return &workloadCluster{api: api, kubelets: map[string]*kubelet.Kubelet{}}
+}
+
+// provision does on the Machine's host what the bootstrap data says: `kubeadm init` starts a
+// one-member etcd cluster and uploads kubeadm's objects; `kubeadm join` adds a learner, starts
+// it and promotes it. Either then registers the Node (providerID set) and its static Pods.
+// A Node already provisioned is left alone.
+func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID string, bd *bootstrapData) error {
+	if w.kubelet(nodeName) != nil {
+		return nil
+	}
+	member, err := w.startMember(ctx, nodeName, bd)
+	if err != nil || member == nil {
+		return err
+	}
+	if bd.Init {
+		cfg, err := bd.clusterConfiguration()
+		if err != nil {
+			return err
+		}
+		if err := uploadKubeadmObjects(ctx, w.api.Client, cfg); err != nil {
+			return err
+		}
+	}
+	return w.startNode(ctx, nodeName, providerID, member)
+}
+
+// startMember starts the Node's etcd member the way kubeadm does. It returns nil and no error
+// when a join was set to fail (FailNextJoin): the learner is added but never starts.
+func (w *workloadCluster) startMember(ctx context.Context, nodeName string, bd *bootstrapData) (*etcdcluster.Member, error) {
+	if bd.Init {
+		return w.initEtcd(ctx, nodeName, bd)
+	}
+	w.mu.Lock()
+	c, fail := w.etcd, w.failNextJoin
+	w.failNextJoin = false
+	w.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("failed to join Node %s: no Machine ran kubeadm init yet", nodeName)
+	}
+	if fail {
+		_, _, err := c.AddGhostLearner(ctx)
+		return nil, err
+	}
+	m, err := c.AddLearner(ctx, etcdcluster.MemberSpec{NodeName: nodeName})
+	if err != nil {
+		return nil, fmt.Errorf("failed to join the etcd member of Node %s: %w", nodeName, err)
+	}
+	if err := c.PromoteMember(ctx, m.Name()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// initEtcd starts the etcd cluster with its first member, certificates from the etcd CA in the
+// bootstrap data (KCP's `<cluster>-etcd`).
+func (w *workloadCluster) initEtcd(ctx context.Context, nodeName string, bd *bootstrapData) (*etcdcluster.Member, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.etcd != nil {
+		return nil, fmt.Errorf("failed to run kubeadm init on Node %s: etcd was initialized already", nodeName)
+	}
+	certPEM, keyPEM, err := bd.etcdCA()
+	if err != nil {
+		return nil, err
+	}
+	ca, err := pki.CAFromPEM(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	c, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: []etcdcluster.MemberSpec{{NodeName: nodeName}}, CA: ca})
+	if err != nil {
+		return nil, fmt.Errorf("failed to start etcd on Node %s: %w", nodeName, err)
+	}
+	w.etcd = c
+	return c.MemberOnNode(nodeName), nil
+}
+
+// startNode registers the control-plane Node, starts its kubelet stand-in (forwarding the
+// etcd Pod's 2379 to the member and the kube-apiserver Pod's 6443 to the apiserver) and
+// creates the static Pods.
+func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID string, member *etcdcluster.Member) error {
+	if err := w.registerNode(ctx, nodeName, providerID); err != nil {
+		return err
+	}
+	apiAddr, err := w.api.HostPort()
+	if err != nil {
+		return err
+	}
+	kl, err := kubelet.Start(ctx, kubelet.Options{
+		NodeName: nodeName, Config: w.api.Config, ProviderID: providerID,
+		Targets:           map[int32]string{kubelet.EtcdPort: member.ClientAddress(), apiServerPort: apiAddr},
+		HeartbeatInterval: heartbeatInterval, PodSyncInterval: podSyncInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", nodeName, err)
+	}
+	w.mu.Lock()
+	w.kubelets[nodeName] = kl
+	w.mu.Unlock()
+	return createStaticPods(ctx, w.api.Client, nodeName)
+}
+
+// registerNode creates the Node with its providerID and kubeadm's control-plane label and
+// taint; the kubelet stand-in adopts it.
+func (w *workloadCluster) registerNode(ctx context.Context, nodeName, providerID string) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{controlPlaneRoleLabel: ""}},
+		Spec: corev1.NodeSpec{
+			ProviderID: providerID,
+			Taints:     []corev1.Taint{{Key: controlPlaneRoleLabel, Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+	if err := w.api.Client.Create(ctx, node); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to register Node %s: %w", nodeName, err)
+	}
+	node.Status.Conditions = pressureConditions()
+	if err := w.api.Client.Status().Update(ctx, node); err != nil {
+		return fmt.Errorf("failed to report Node %s conditions: %w", nodeName, err)
+	}
+	return nil
+}
+
+// pressureConditions are the kubelet's resource-pressure conditions, all False. Cluster API's
+// Machine controller requires them for NodeHealthy (and with it Ready and Available); the
+// kubelet stand-in writes only Ready, and its heartbeat patch keeps these.
+func pressureConditions() []corev1.NodeCondition {
+	now := metav1.Now()
+	var cs []corev1.NodeCondition
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		cs = append(cs, corev1.NodeCondition{
+			Type: t, Status: corev1.ConditionFalse, Reason: "KubeletHas" + "No" + string(t),
+			LastHeartbeatTime: now, LastTransitionTime: now,
+		})
+	}
+	return cs
+}
+
+// release stops what the Machine's host ran: its kubelet stand-in, its etcd member (as a
+// powered-off machine would, without leaving the cluster) and its mirror Pods.
+func (w *workloadCluster) release(ctx context.Context, nodeName string) error {
+	w.mu.Lock()
+	kl, c := w.kubelets[nodeName], w.etcd
+	delete(w.kubelets, nodeName)
+	w.mu.Unlock()
+	var errs []error
+	if kl != nil {
+		errs = append(errs, kl.Stop())
+	}
+	if c != nil {
+		if m := c.MemberOnNode(nodeName); m != nil {
+			errs = append(errs, m.Kill())
+		}
+	}
+	errs = append(errs, deleteStaticPods(ctx, w.api.Client, nodeName))
+	return errors.Join(errs...)
+}
+
+// kubelet returns the Node's kubelet stand-in, or nil.
+func (w *workloadCluster) kubelet(nodeName string) *kubelet.Kubelet {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kubelets[nodeName]
+}
+
+// etcdCluster returns the etcd cluster, nil before kubeadm init.
+func (w *workloadCluster) etcdCluster() *etcdcluster.Cluster {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.etcd
+}
+
+// close stops every kubelet stand-in and etcd; the apiserver is stopped by its owner.
+func (w *workloadCluster) close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for _, kl := range w.kubelets {
+		errs = append(errs, kl.Stop())
+	}
+	if w.etcd != nil {
+		errs = append(errs, w.etcd.Close())
+	}
+	return errors.Join(errs...)
+}
