@@ -29,7 +29,13 @@ test: envtest-assets ## Run every test (unit, fuzz seeds, real-component suites)
 BENCHTIME ?= 1x
 .PHONY: bench
 bench: envtest-assets ## Benchmarks against the real test environment; they print their figures.
-	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./... -run '^$$' -bench . -benchtime $(BENCHTIME) -count=1
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./... -run '^$$' -bench . -benchtime $(BENCHTIME) -count=1 -timeout 90m
+
+# The fleet benchmark alone: the manager binary against FLEET_SIZES K3s workload clusters
+# (default 1,5,10,20), FLEET_WINDOW of CPU sampling per size (default 30s).
+.PHONY: bench-fleet
+bench-fleet: envtest-assets ## Manager CPU, memory and status freshness against 1..20 workload clusters, and the 1,000-cluster estimate.
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./cmd/etcd-adapter/manager -run '^$$' -bench BenchmarkFleet -benchtime 1x -count=1 -timeout 90m
 
 # The demo builds the test binaries itself (with progress) when they are missing, so it needs
 # nothing but Go. DEMO_ARGS are passed on, e.g. DEMO_ARGS=--keep-running.

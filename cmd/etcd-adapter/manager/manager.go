@@ -17,14 +17,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
-	"sigs.k8s.io/cluster-api/controllers/remote"
 	capisetup "sigs.k8s.io/cluster-api/core/setup"
 	"sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -35,8 +36,11 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
 )
 
-// Name is the manager's user agent, informer name and log name.
+// Name is the manager's informer name and the ClusterCache's user agent source.
 const Name = "etcd-adapter-manager"
+
+// managers counts the managers built in this process, to name their informers uniquely.
+var managers atomic.Int64
 
 // Scheme returns the types the manager reads and writes: Kubernetes built-ins, CRDs, Cluster
 // API's core v1beta2 types and etcd-adapter's v1alpha1.
@@ -61,7 +65,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	cfg.UserAgent = remote.DefaultClusterAPIUserAgent(Name)
+	cfg.UserAgent = FieldManager(o) + "/" + Version()
 
 	tlsOptions, metricsOptions, err := flags.GetManagerOptions(o.Diagnostics)
 	if err != nil {
@@ -69,6 +73,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	}
 	scheme := Scheme()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
 		Scheme:                        scheme,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
@@ -109,6 +114,16 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	return mgr, nil
 }
 
+// FieldManager is the name the manager's writes are recorded under in managedFields (the user
+// agent's first part): "etcd-adapter", or "etcd-adapter-<watch filter>" for a manager that shares
+// a fleet, so every object says which manager wrote it.
+func FieldManager(o *Options) string {
+	if o.WatchFilter != "" {
+		return "etcd-adapter-" + o.WatchFilter
+	}
+	return "etcd-adapter"
+}
+
 // Run builds the manager and runs it until ctx ends, then shuts it down gracefully (leader
 // election released, controllers drained within the manager's graceful shutdown timeout).
 func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
@@ -129,7 +144,13 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 // read Clusters through this cache, so a Cluster outside the filter does not exist for this
 // manager: nothing of it is read from its workload cluster or written.
 func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
-	opts := capisetup.ManagerCacheOptions(scheme, Name, o.Namespace, o.SyncPeriod)
+	// Note: client-go refuses a second informer name in one process; only the first manager of
+	// a process (the only one, outside tests and the demo) gets the plain name.
+	informerName := Name
+	if n := managers.Add(1); n > 1 {
+		informerName = fmt.Sprintf("%s-%d", Name, n)
+	}
+	opts := capisetup.ManagerCacheOptions(scheme, informerName, o.Namespace, o.SyncPeriod)
 	if o.WatchFilter != "" {
 		opts.ByObject[&clusterv1.Cluster{}] = cache.ByObject{
 			Label: labels.SelectorFromSet(labels.Set{clusterv1.WatchLabel: o.WatchFilter}),

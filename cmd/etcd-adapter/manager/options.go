@@ -77,6 +77,10 @@ type Options struct {
 	// EtcdCallTimeout bounds one observation of a workload cluster's etcd; zero means the
 	// controller's default.
 	EtcdCallTimeout time.Duration
+
+	// SkipNameValidation lets more than one manager run in a process (controller names must be
+	// unique per process otherwise). Only used for tests and the demo.
+	SkipNameValidation bool
 }
 
 // NewOptions returns the defaults.

@@ -1,0 +1,230 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+)
+
+var mgmt *env.Management
+
+// TestMain starts one management cluster (Cluster API's CRDs and controllers, etcd-adapter's
+// CRDs and the quorum guard's webhook configuration) for every test of the package.
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	var err error
+	mgmt, err = env.StartManagementWith(ctx, env.ManagementOptions{
+		Scheme:            Scheme(),
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "config", "crd", "bases")},
+		Webhooks: &envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join("..", "..", "..", "config", "webhook", "manifests.yaml")},
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "failed to start the management cluster: %v\n", err)
+		cancel()
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := mgmt.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "failed to stop the management cluster: %v\n", err)
+		code = 1
+	}
+	cancel()
+	os.Exit(code)
+}
+
+func TestOptions_Validate(t *testing.T) {
+	tests := []struct {
+		name      string
+		change    func(*Options)
+		expectErr bool
+	}{
+		{name: "defaults are valid", change: func(*Options) {}},
+		{name: "zero concurrency", change: func(o *Options) { o.Concurrency = 0 }, expectErr: true},
+		{name: "zero ClusterCache concurrency", change: func(o *Options) { o.ClusterCacheConcurrency = 0 }, expectErr: true},
+		{name: "negative etcd call timeout", change: func(o *Options) { o.EtcdCallTimeout = -time.Second }, expectErr: true},
+		{name: "renew deadline not shorter than the lease", change: func(o *Options) {
+			o.LeaderElection, o.LeaderElectionRenewDeadline = true, o.LeaderElectionLeaseDuration
+		}, expectErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o := NewOptions()
+			tt.change(o)
+			if tt.expectErr {
+				g.Expect(o.Validate()).To(HaveOccurred())
+				return
+			}
+			g.Expect(o.Validate()).To(Succeed())
+		})
+	}
+}
+
+// TestRun runs the manager as its ServiceAccount would, with nothing but the generated RBAC
+// (config/rbac: the ClusterRole from the markers and the leader-election Role), leader election
+// on and its webhook served as the management apiserver calls it. It checks /healthz, /readyz and
+// /metrics, that a Cluster gets its ControlPlaneEtcd with a status, and that cancelling the
+// context shuts the manager down without error (and releases the Lease).
+func TestRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, g)
+	cfg := asServiceAccount(ctx, g, ns)
+
+	o, health, diagnostics := testOptions(g)
+	o.LeaderElection, o.LeaderElectionNamespace = true, ns
+	wh := mgmt.WebhookInstallOptions()
+	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, cfg, o) }()
+
+	g.Eventually(func() (int, error) { return statusOf("http://" + health + "/readyz") }).Should(Equal(http.StatusOK))
+	g.Expect(statusOf("http://" + health + "/healthz")).To(Equal(http.StatusOK))
+
+	cluster := createCluster(ctx, g, ns, "k3s-a", nil)
+	cpe := waitForStatus(ctx, g, ns, cluster.Name)
+	g.Expect(cpe.Spec.Backend).To(Equal(v1alpha1.BackendK3s))
+	g.Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeManage))
+
+	g.Eventually(func() (string, error) { return body("http://" + diagnostics + "/metrics") }).Should(And(
+		ContainSubstring(`etcdadapter_status_collect_errors 0`),
+		MatchRegexp(`etcdadapter_available\{backend="k3s",cluster="k3s-a",namespace="%s",reason="[A-Za-z]+"\} -1`, ns),
+		ContainSubstring(`controller_runtime_reconcile_total{controller="controlplaneetcd"`),
+	))
+
+	stop()
+	g.Expect(<-done).To(Succeed())
+}
+
+// TestWatchFilter runs two managers that share a fleet by --watch-filter: each creates and writes
+// the ControlPlaneEtcd of its own Cluster only, and a Cluster without the label gets none.
+func TestWatchFilter(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, g)
+
+	for _, shard := range []string{"a", "b"} {
+		o, _, _ := testOptions(g)
+		o.WatchFilter, o.Webhooks = shard, false
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- Run(runCtx, mgmt.Config, o) }()
+		t.Cleanup(func() {
+			stop()
+			g.Expect(<-done).To(Succeed())
+		})
+	}
+	unlabelled := createCluster(ctx, g, ns, "nobody", nil)
+	clusters := map[string]*clusterv1.Cluster{}
+	for _, shard := range []string{"a", "b"} {
+		clusters[shard] = createCluster(ctx, g, ns, "shard-"+shard, map[string]string{clusterv1.WatchLabel: shard})
+	}
+	for shard, cluster := range clusters {
+		cpe := waitForStatus(ctx, g, ns, cluster.Name)
+		g.Expect(managersOf(cpe)).To(And(Not(BeEmpty()), HaveEach("etcd-adapter-"+shard)), "ControlPlaneEtcd %s", cpe.Name)
+		c := &clusterv1.Cluster{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
+		g.Expect(managersOf(c)).NotTo(ContainElement(HavePrefix("etcd-adapter")))
+	}
+	// Both shards converged on their own Clusters; neither touched the unlabelled one.
+	err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: unlabelled.Name}, &v1alpha1.ControlPlaneEtcd{})
+	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+	g.Expect(err).To(HaveOccurred(), "a Cluster without the watch-filter label got a ControlPlaneEtcd")
+}
+
+func testOptions(g Gomega) (o *Options, health, diagnostics string) {
+	health, diagnostics = freeAddr(g), freeAddr(g)
+	o = NewOptions()
+	o.HealthAddr = health
+	o.Diagnostics.DiagnosticsAddress, o.Diagnostics.InsecureDiagnostics = diagnostics, true
+	o.SkipNameValidation = true
+	return o, health, diagnostics
+}
+
+func freeAddr(g Gomega) string {
+	addr, err := freeAddrErr()
+	g.Expect(err).NotTo(HaveOccurred())
+	return addr
+}
+
+func statusOf(url string) (int, error) {
+	resp, err := http.Get(url) //nolint:noctx // a local probe
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return resp.StatusCode, nil
+}
+
+func body(url string) (string, error) {
+	resp, err := http.Get(url) //nolint:noctx // a local scrape
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func createNamespace(ctx context.Context, g Gomega) string {
+	nsObj := newNamespace()
+	g.Expect(mgmt.Client.Create(ctx, nsObj)).To(Succeed())
+	return nsObj.Name
+}
+
+// createCluster creates a Cluster whose control plane is a KThreesControlPlane (not installed:
+// only the reference matters), with no kubeconfig Secret, so its etcd is unreachable.
+func createCluster(ctx context.Context, g Gomega, ns, name string, labels map[string]string) *clusterv1.Cluster {
+	c := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KThreesControlPlane", Name: name,
+		}},
+	}
+	g.Expect(mgmt.Client.Create(ctx, c)).To(Succeed())
+	return c
+}
+
+// waitForStatus waits until the Cluster's ControlPlaneEtcd exists and carries an
+// EtcdClusterHealthy condition.
+func waitForStatus(ctx context.Context, g Gomega, ns, name string) *v1alpha1.ControlPlaneEtcd {
+	cpe := &v1alpha1.ControlPlaneEtcd{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cpe)).To(Succeed())
+		g.Expect(conditions.Get(cpe, v1alpha1.EtcdClusterHealthyCondition)).NotTo(BeNil())
+	}).WithTimeout(time.Minute).Should(Succeed())
+	return cpe
+}
+
+func managersOf(obj client.Object) []string {
+	var out []string
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager != "" && f.Manager != "before-first-apply" {
+			out = append(out, f.Manager)
+		}
+	}
+	return out
+}
