@@ -143,3 +143,39 @@ func TestBackend_mixedVersions(t *testing.T) {
 	v := etcd.CanRemoveMember(s, time.Now(), c.memberOf(c.nodes[0]))
 	g.Expect(v.Allowed).To(BeFalse(), v.Message)
 }
+
+// TestBackend_rejoinedMemberRemovable: the Node still carries the record of the member removed
+// earlier; the member that rejoined on it is removed on request all the same.
+func TestBackend_rejoinedMemberRemovable(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	c := startCluster(t, "v1.34.2+k3s1", 3, clusterOptions{})
+	node := c.follower(g)
+	old := c.memberOf(node)
+	r, err := c.backend.WaitForRemoval(ctx, old)
+	g.Expect(err).ToNot(HaveOccurred())
+	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
+
+	renamed, err := c.sim.RestartServer(ctx, node)
+	g.Expect(err).ToNot(HaveOccurred())
+	var rejoined etcd.Member
+	g.Eventually(func(g Gomega) {
+		s, err := c.backend.Observe(ctx)
+		g.Expect(err).ToNot(HaveOccurred())
+		m, ok := s.MemberByNode(node)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(m.Name).To(Equal(renamed))
+		ev, _ := s.EvidenceFor(m.ID)
+		g.Expect(ev.Contact).To(Equal(etcd.ContactAnswered), ev.Error)
+		rejoined = m
+	}, waitTimeout, pollInterval).Should(Succeed())
+	g.Expect(c.node(g, node).Annotations).To(HaveKeyWithValue(v1alpha1.K3sRemovingMemberAnnotation, old.Name), "the old record is still there")
+
+	r, err = c.backend.WaitForRemoval(ctx, rejoined)
+	g.Expect(err).ToNot(HaveOccurred())
+	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
+	g.Expect(r.Member.Name).To(Equal(renamed))
+	g.Expect(c.hasMember(g, renamed)).To(BeFalse())
+}
