@@ -116,17 +116,27 @@ func claimEvidence(n *corev1.Node, rules clusterRules, asked, now time.Time, tic
 		if cond == nil || cond.Reason != ReasonNotAMember || cond.LastTransitionTime.Time.Before(asked) {
 			return "", time.Time{}
 		}
+		marked := fmt.Sprintf("the etcd leader's K3s has marked Node %s NotAMember since %s", n.Name, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+		if stopped := serverStopped(n, asked); stopped != "" {
+			return marked + ", and " + stopped, time.Time{}
+		}
 		settled := cond.LastTransitionTime.Add(tick)
 		if now.Before(settled) {
 			return "", settled
 		}
-		return fmt.Sprintf("the etcd leader's K3s has marked Node %s NotAMember since %s", n.Name, cond.LastTransitionTime.UTC().Format(time.RFC3339)), time.Time{}
+		return marked, time.Time{}
 	}
+	return serverStopped(n, asked), time.Time{}
+}
+
+// serverStopped says that the Node went NotReady since the request: the removed server's
+// apiserver lost its etcd, and its kubelet its API; "" when it did not.
+func serverStopped(n *corev1.Node, asked time.Time) string {
 	ready := nodeCondition(n, corev1.NodeReady)
-	if ready != nil && ready.Status != corev1.ConditionTrue && !ready.LastTransitionTime.Time.Before(asked) {
-		return fmt.Sprintf("Node %s went Ready=%s at %s: the removed server stopped", n.Name, ready.Status, ready.LastTransitionTime.UTC().Format(time.RFC3339)), time.Time{}
+	if ready == nil || ready.Status == corev1.ConditionTrue || ready.LastTransitionTime.Time.Before(asked) {
+		return ""
 	}
-	return "", time.Time{}
+	return fmt.Sprintf("Node %s went Ready=%s at %s: the removed server stopped", n.Name, ready.Status, ready.LastTransitionTime.UTC().Format(time.RFC3339))
 }
 
 func missingEvidence(rules clusterRules) string {

@@ -84,6 +84,12 @@ func Test_decideRemoval(t *testing.T) {
 			state: etcd.RemovalInProgress, reason: "waiting for evidence", recheck: testNow.Add(10 * time.Second),
 		},
 		{
+			name:  "A fresh NotAMember together with the Node gone NotReady since the request: removed at once",
+			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old), voter(ReasonNotAMember, "", testNow.Add(-5*time.Second)), ready(corev1.ConditionUnknown, testNow.Add(-4*time.Second))),
+			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2, tick: DefaultTick},
+			state: etcd.RemovalRemoved, confirm: true, reason: "the removed server stopped",
+		},
+		{
 			name:  "A NotAMember older than the request is no evidence",
 			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old), voter(ReasonNotAMember, "", before)),
 			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2},
