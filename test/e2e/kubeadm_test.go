@@ -18,10 +18,10 @@ var _ = Describe("kubeadm flavour", func() {
 		wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(wl.Close)
-		return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes}, v1alpha1.BackendKubeadm, mode)
+		return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet}, v1alpha1.BackendKubeadm, mode)
 	}
 
-	It("reports members, leader and cluster ID in Observe mode and holds no Machine", func(ctx SpecContext) {
+	It("reports members, leader and cluster ID in Observe mode and holds no Machine; reports a ghost learner, and removes it once in Manage mode", func(ctx SpecContext) {
 		c := startKubeadm(ctx, v1alpha1.ModeObserve)
 		c.expectMembers(ctx, 3)
 		cpe := c.status(ctx)
@@ -33,6 +33,27 @@ var _ = Describe("kubeadm flavour", func() {
 			Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
 			Expect(got.Annotations).NotTo(HaveKey(v1alpha1.PreTerminateHookAnnotation), "Observe mode leaves Machines to KCP")
 		}
+
+		By("adding a learner that never starts and that no Machine hosts")
+		ghostID, _, err := c.workload.Etcd.AddGhostLearner(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			cond := findCondition(c.status(ctx), v1alpha1.EtcdClusterHealthyCondition)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal(v1alpha1.EtcdClusterNotHealthyReason))
+			g.Expect(cond.Message).To(ContainSubstring("never started"))
+		}, reconcileTimeout).Should(Succeed())
+		Expect(memberIDs(ctx, c)).To(ContainElement(ghostID), "Observe mode removes nothing")
+
+		By("switching to Manage mode: the ghost is removed")
+		cpe = c.status(ctx)
+		original := cpe.DeepCopy()
+		cpe.Spec.Mode = v1alpha1.ModeManage
+		Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(original))).To(Succeed())
+		Eventually(func() []uint64 { return memberIDs(ctx, c) }, reconcileTimeout).ShouldNot(ContainElement(ghostID))
+		Expect(memberIDs(ctx, c)).To(HaveLen(3))
+		c.expectMembers(ctx, 3)
+		Expect(eventReasons(ctx, cpe.Namespace, cpe.Name)).To(ContainElement(v1alpha1.EventGhostMemberRemoved))
 	}, SpecTimeout(3*time.Minute))
 
 	It("in Manage mode moves leadership off the leader's Machine before removing its member", func(ctx SpecContext) {

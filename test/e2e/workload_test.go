@@ -15,15 +15,16 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
 	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 const (
 	// reconcileTimeout bounds ordinary reconciles and watch round trips.
-	reconcileTimeout = 30 * time.Second
+	reconcileTimeout = time.Minute
 	// deletionTimeout covers Cluster API's drain (it re-checks evicted Pods every 20 s), the
 	// member removal and the deletion of the infrastructure Machine and Node.
-	deletionTimeout = 2 * time.Minute
+	deletionTimeout = 3 * time.Minute
 )
 
 // testCluster is a workload cluster of either flavour registered in the management cluster with
@@ -53,7 +54,7 @@ func startK3sCluster(ctx context.Context, opts k3sOptions) *testCluster {
 	wl, err := workload.StartK3s(ctx, workload.K3sOptions{Version: opts.version, Members: opts.members, Tick: 200 * time.Millisecond})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(wl.Close)
-	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
+	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
 }
 
 // workloadParts are what the tests use of either flavour's workload cluster.
@@ -61,6 +62,7 @@ type workloadParts struct {
 	APIServer *env.APIServer
 	Etcd      *etcdcluster.Cluster
 	Nodes     []string
+	Kubelet   func(node string) *kubelet.Kubelet
 }
 
 // registerTestCluster registers the workload cluster (with its etcd CA, as KCP keeps it),

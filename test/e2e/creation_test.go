@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+var _ = Describe("ControlPlaneEtcd creation", func() {
+	It("creates one per Cluster of a known control-plane kind, owned by the Cluster, unless the Cluster opts out", func(ctx SpecContext) {
+		ns := createNamespace(ctx)
+		newCluster := func(name, kind string, annotations map[string]string) *clusterv1.Cluster {
+			c := &clusterv1.Cluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+				Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: "controlplane.cluster.x-k8s.io", Kind: kind, Name: name}},
+			}
+			Expect(mgmt.Client.Create(ctx, c)).To(Succeed())
+			return c
+		}
+		optOut := newCluster("opted-out", "KThreesControlPlane", map[string]string{v1alpha1.OptOutAnnotation: ""})
+		cases := []struct {
+			kind    string
+			backend v1alpha1.Backend
+			mode    v1alpha1.Mode
+		}{
+			{"KubeadmControlPlane", v1alpha1.BackendKubeadm, v1alpha1.ModeObserve},
+			{"KThreesControlPlane", v1alpha1.BackendK3s, v1alpha1.ModeManage},
+			{"RKE2ControlPlane", v1alpha1.BackendRKE2, v1alpha1.ModeManage},
+		}
+		for _, tc := range cases {
+			cluster := newCluster("c-"+string(tc.backend), tc.kind, nil)
+			cpe := &v1alpha1.ControlPlaneEtcd{}
+			Eventually(func() error {
+				return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)
+			}, reconcileTimeout).Should(Succeed())
+			Expect(cpe.Spec.ClusterName).To(Equal(cluster.Name))
+			Expect(cpe.Spec.Backend).To(Equal(tc.backend))
+			Expect(cpe.Spec.Mode).To(Equal(tc.mode))
+			Expect(cpe.OwnerReferences).To(ContainElement(HaveField("UID", cluster.UID)))
+		}
+		Expect(getControlPlaneEtcd(ctx, optOut)).To(HaveOccurred(), "a Cluster that opts out gets no ControlPlaneEtcd")
+	}, SpecTimeout(2*time.Minute))
+})
+
+func getControlPlaneEtcd(ctx context.Context, cluster *clusterv1.Cluster) error {
+	return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &v1alpha1.ControlPlaneEtcd{})
+}

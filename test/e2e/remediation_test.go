@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/provider"
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
+)
+
+var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() {
+	// markedByMHC creates a MachineHealthCheck on the control plane and waits until it marked
+	// the Machine for remediation.
+	markedByMHC := func(ctx context.Context, c *testCluster, m *clusterv1.Machine, condition corev1.NodeConditionType, status corev1.ConditionStatus) {
+		mhc := &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.cluster.Namespace, Name: "control-plane"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: c.cluster.Name,
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
+					Type: condition, Status: status, TimeoutSeconds: ptr.To[int32](1),
+				}}},
+			},
+		}
+		Expect(mgmt.Client.Create(ctx, mhc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(conditions.IsFalse(got, clusterv1.MachineOwnerRemediatedCondition)).To(BeTrue())
+		}, reconcileTimeout).Should(Succeed(), "MachineHealthCheck must mark Machine %s", m.Name)
+	}
+	// mayRemediate is the test provider's remediation gate on a fresh observation.
+	mayRemediate := func(ctx context.Context, c *testCluster, m *clusterv1.Machine) func(Gomega) string {
+		view, err := k3s.Start(ctx, c.workload.APIServer.Config, k3s.Config{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(view.Stop)
+		p := &testProvider{cluster: c.cluster, etcd: view}
+		return func(g Gomega) string {
+			machines, err := p.machines(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			snap, err := view.Observe(ctx)
+			v := provider.MayRemediate(provider.Observation{Snapshot: snap, Err: err, Machines: machines}, m)
+			return v.Reason + ": " + v.Message
+		}
+	}
+
+	It("remediates the one unhealthy Machine of three: its member is removed after the drain", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
+		c.expectMembers(ctx, 3)
+		sick := c.machines["cp-2"]
+		Expect(c.workload.Etcd.StopMember(ctx, c.workload.Etcd.MemberOnNode("cp-2").Name())).To(Succeed())
+		Expect(c.workload.Kubelet("cp-2").SetNotReady(ctx, corev1.ConditionFalse, "KubeletNotReady")).To(Succeed())
+		markedByMHC(ctx, c, sick, corev1.NodeReady, corev1.ConditionFalse)
+		gate := mayRemediate(ctx, c, sick)
+		Eventually(gate, reconcileTimeout).Should(HavePrefix(v1alpha1.MemberRemovalSafeReason))
+		Expect(mgmt.Client.Delete(ctx, sick)).To(Succeed())
+		c.expectGone(ctx, sick)
+		delete(c.machines, "cp-2")
+		c.expectMembers(ctx, 2)
+	}, SpecTimeout(4*time.Minute))
+
+	It("refuses to remediate a Machine while a different member is unresponsive, with the reason", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
+		c.expectMembers(ctx, 3)
+		unresponsive := c.workload.Etcd.MemberOnNode("cp-0").Name()
+		sick := c.machines["cp-1"]
+		Expect(c.workload.Etcd.StopMember(ctx, unresponsive)).To(Succeed())
+		// The Machine is unhealthy for the MachineHealthCheck (memory pressure) while its etcd
+		// member is healthy, as in the KCP proposal's scenario.
+		setNodeCondition(ctx, c, "cp-1", corev1.NodeMemoryPressure, corev1.ConditionTrue)
+		markedByMHC(ctx, c, sick, corev1.NodeMemoryPressure, corev1.ConditionTrue)
+		gate := mayRemediate(ctx, c, sick)
+		Eventually(gate, reconcileTimeout).Should(And(HavePrefix(v1alpha1.MemberRemovalWouldLoseQuorumReason), ContainSubstring("1 of 2 voters are healthy")))
+		err := mgmt.Client.Delete(ctx, sick)
+		Expect(err).To(HaveOccurred(), "the quorum guard must refuse the remediation too")
+		Expect(err.Error()).To(ContainSubstring(unresponsive))
+	}, SpecTimeout(3*time.Minute))
+})
+
+func setNodeCondition(ctx context.Context, c *testCluster, node string, t corev1.NodeConditionType, status corev1.ConditionStatus) {
+	n := &corev1.Node{}
+	Expect(c.workload.APIServer.Client.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+	before := n.DeepCopy()
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: t, Status: status, Reason: "Test",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()})
+	Expect(c.workload.APIServer.Client.Status().Patch(ctx, n, client.MergeFrom(before))).To(Succeed())
+}
