@@ -140,8 +140,14 @@ func Test_certSource_get_keyAlgorithms(t *testing.T) {
 		alg  KeyAlgorithm
 		want func(g Gomega, pub any)
 	}{
-		{alg: KeyRSA3072, want: func(g Gomega, pub any) { g.Expect(pub.(*rsa.PublicKey).N.BitLen()).To(Equal(3072)) }},
-		{alg: KeyECDSAP384, want: func(g Gomega, pub any) { g.Expect(pub.(*ecdsa.PublicKey).Curve.Params().Name).To(Equal("P-384")) }},
+		{alg: KeyRSA3072, want: func(g Gomega, pub any) {
+			g.Expect(pub).To(BeAssignableToTypeOf(&rsa.PublicKey{}))
+			g.Expect(pub.(*rsa.PublicKey).N.BitLen()).To(Equal(3072))
+		}},
+		{alg: KeyECDSAP384, want: func(g Gomega, pub any) {
+			g.Expect(pub).To(BeAssignableToTypeOf(&ecdsa.PublicKey{}))
+			g.Expect(pub.(*ecdsa.PublicKey).Curve.Params().Name).To(Equal("P-384"))
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.alg), func(t *testing.T) {

@@ -142,23 +142,32 @@ func Test_tunnel_honoursDeadlines(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	ec, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes("deadline", 1)})
+	// Behind the port-forward, a peer that accepts and then neither writes nor closes: only the
+	// deadline can end a Read.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = ec.Close() })
-	m := ec.Members()[0]
-	server, _ := spdyOnlyServer(t, m.ClientAddress())
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	server, _ := spdyOnlyServer(t, silent.Addr().String())
 	d := &dialer{cfg: Config{
 		DialTimeout: 10 * time.Second,
 		RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
 	}}
-	tn, err := d.openTunnel(ctx, m.NodeName())
+	tn, err := d.openTunnel(ctx, "silent")
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = tn.Close() }()
-	// etcd sends nothing before the client's TLS hello, so this Read blocks until the deadline.
 	g.Expect(tn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))).To(Succeed())
 	done := make(chan error, 1)
 	go func() { _, err := tn.Read(make([]byte, 1)); done <- err }()
-	g.Eventually(done).WithTimeout(30*time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
+	g.Eventually(done).WithTimeout(30 * time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
 }
 
 // caSecretFor returns a CA Secret for testCluster.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -117,15 +118,24 @@ func (c *Cluster) ClusterID(ctx context.Context) (uint64, error) {
 }
 
 // runningEndpoints returns the client URLs of running voting members: learners reject most
-// RPCs, and the client would round-robin onto them.
+// RPCs, and the client would round-robin onto them. A member that applied its own removal and
+// has not stopped yet is left out too.
 func (c *Cluster) runningEndpoints() []string {
 	var eps []string
 	for _, m := range c.Members() {
-		if e := m.Etcd(); m.Running() && !e.Server.IsLearner() {
+		if e := m.Etcd(); m.Running() && isVoter(e) {
 			eps = append(eps, m.ClientURL())
 		}
 	}
 	return eps
+}
+
+// isVoter reports whether the server is a voting member by its own member list.
+// Important! EtcdServer.IsLearner panics ("failed to find local ID in cluster members") on a
+// member that applied its own removal and still runs, which would end the whole test binary.
+func isVoter(e *embed.Etcd) bool {
+	self := e.Server.Cluster().Member(e.Server.MemberID())
+	return self != nil && !self.IsLearner
 }
 
 // WithServerName returns cfg set to verify the server certificate for serverName (e.g. the
