@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,18 +124,11 @@ func (b *Backend) viewOf(nodes []*corev1.Node, node *corev1.Node) clusterView {
 		}
 		v.others++
 		if r.evidence.Contact != etcd.ContactAnswered || len(r.evidence.Errors) > 0 {
-			v.notHealthy = append(v.notHealthy, fmt.Sprintf("%s on Node %s: %s%s", r.member.Name, r.member.NodeName, r.evidence.Error, joinErrors(r.evidence.Errors)))
+			why := strings.Join(append([]string{r.evidence.Error}, r.evidence.Errors...), "; ")
+			v.notHealthy = append(v.notHealthy, fmt.Sprintf("%s on Node %s: %s", r.member.Name, r.member.NodeName, strings.Trim(why, "; ")))
 		}
 	}
 	return v
-}
-
-func joinErrors(errs []string) string {
-	out := ""
-	for _, e := range errs {
-		out += e
-	}
-	return out
 }
 
 func (b *Backend) clock() clock {
