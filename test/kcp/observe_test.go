@@ -44,16 +44,31 @@ type view struct {
 	kcpMachines map[string]metav1.Condition
 	adapter     etcd.HealthVerdict
 	members     []string
+	machines    []string
+	deleting    []string
+	at          time.Time
 	observedAt  time.Time
 	observeErr  error
 }
 
 // read lists KCP's Machines and reads KCP's conditions, then observes etcd and assesses it.
 func (o *observer) read(ctx context.Context, g Gomega) view {
+	v, err := o.tryRead(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	return v
+}
+
+// tryRead is read for a background sampler, which must not fail the test from its goroutine.
+func (o *observer) tryRead(ctx context.Context) (view, error) {
 	kcp := &controlplanev1.KubeadmControlPlane{}
-	g.Expect(o.e.Management.Client.Get(ctx, client.ObjectKeyFromObject(o.e.Cluster), kcp)).To(Succeed())
-	machines := o.machines(ctx, g)
-	v := view{kcpMachines: map[string]metav1.Condition{}}
+	if err := o.e.Management.Client.Get(ctx, client.ObjectKeyFromObject(o.e.Cluster), kcp); err != nil {
+		return view{}, err
+	}
+	machines, err := o.listMachines(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	v := view{kcpMachines: map[string]metav1.Condition{}, at: time.Now()}
 	if c := conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition); c != nil {
 		v.kcpCluster = *c
 	}
@@ -74,15 +89,31 @@ func (o *observer) read(ctx context.Context, g Gomega) view {
 		slices.Sort(v.members)
 	}
 	v.adapter = etcd.AssessHealth(etcd.HealthInput{Snapshot: snap, ObserveErr: err, Machines: facts, Now: time.Now()})
-	return v
+	for _, m := range machines {
+		v.machines = append(v.machines, m.Name)
+		if !m.DeletionTimestamp.IsZero() {
+			v.deleting = append(v.deleting, m.Name)
+		}
+	}
+	slices.Sort(v.machines)
+	return v, nil
 }
 
 // machines returns KCP's control-plane Machines.
 func (o *observer) machines(ctx context.Context, g Gomega) []*clusterv1.Machine {
+	ms, err := o.listMachines(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	return ms
+}
+
+func (o *observer) listMachines(ctx context.Context) ([]*clusterv1.Machine, error) {
 	list := &clusterv1.MachineList{}
-	g.Expect(o.e.Management.Client.List(ctx, list, client.InNamespace(o.e.Cluster.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: o.e.Cluster.Name})).To(Succeed())
-	return collections.FromMachineList(list).Filter(collections.ControlPlaneMachines(o.e.Cluster.Name)).SortedByCreationTimestamp()
+	err := o.e.Management.Client.List(ctx, list, client.InNamespace(o.e.Cluster.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: o.e.Cluster.Name})
+	if err != nil {
+		return nil, err
+	}
+	return collections.FromMachineList(list).Filter(collections.ControlPlaneMachines(o.e.Cluster.Name)).SortedByCreationTimestamp(), nil
 }
 
 // machineNames returns the names of KCP's Machines, sorted.
@@ -109,4 +140,25 @@ func (v view) print(step string) {
 		fmt.Printf("[%s]   Machine %s: KCP %s=%s/%s, adapter %s=%s/%s\n", step, name, k.Type, k.Status, k.Reason, a.Type, a.Status, a.Reason)
 	}
 	fmt.Printf("[%s]   etcd members seen by etcd-adapter: %v (observe error: %v)\n", step, v.members, v.observeErr)
+}
+
+// evidence is what etcd-adapter's verdict rests on: each member's role and health as etcd
+// itself reported them, and which Machines are deleting.
+func (v view) evidence() string {
+	out := ""
+	for _, mh := range v.adapter.Members {
+		role := "voter"
+		if mh.Member.IsLearner {
+			role = "learner"
+		}
+		out += fmt.Sprintf("%s(%s %s%s) ", mh.Member.Name, role, mh.Health, msgSuffix(mh.Message))
+	}
+	return fmt.Sprintf("members: %sdeleting Machines: %v", out, v.deleting)
+}
+
+func msgSuffix(m string) string {
+	if m == "" {
+		return ""
+	}
+	return ": " + oneLine(m)
 }

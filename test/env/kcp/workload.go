@@ -34,11 +34,12 @@ type workloadCluster struct {
 	mu           sync.Mutex
 	etcd         *etcdcluster.Cluster
 	kubelets     map[string]*kubelet.Kubelet
+	guards       map[string]*memberGuard
 	failNextJoin bool
 }
 
 func newWorkloadCluster(api *workloadAPIServer) *workloadCluster {
-	return &workloadCluster{api: api, kubelets: map[string]*kubelet.Kubelet{}}
+	return &workloadCluster{api: api, kubelets: map[string]*kubelet.Kubelet{}, guards: map[string]*memberGuard{}}
 }
 
 // provision does on the Machine's host what the bootstrap data says: `kubeadm init` starts a
@@ -117,7 +118,7 @@ func (w *workloadCluster) initEtcd(ctx context.Context, nodeName string, bd *boo
 }
 
 // startNode registers the control-plane Node, starts its kubelet stand-in (forwarding the
-// etcd Pod's 2379 to the member and the kube-apiserver Pod's 6443 to the apiserver) and
+// etcd Pod's 2379 to the member, through a memberGuard, and the kube-apiserver Pod's 6443 to the apiserver) and
 // creates the static Pods.
 func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID string, member *etcdcluster.Member) error {
 	if err := w.registerNode(ctx, nodeName, providerID); err != nil {
@@ -127,9 +128,16 @@ func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID st
 	if err != nil {
 		return err
 	}
+	guard, err := startGuard(member)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.guards[nodeName] = guard
+	w.mu.Unlock()
 	kl, err := kubelet.Start(ctx, kubelet.Options{
 		NodeName: nodeName, Config: w.api.Config, ProviderID: providerID,
-		Targets:           map[int32]string{kubelet.EtcdPort: member.ClientAddress(), apiServerPort: apiAddr},
+		Targets:           map[int32]string{kubelet.EtcdPort: guard.Address(), apiServerPort: apiAddr},
 		HeartbeatInterval: heartbeatInterval, PodSyncInterval: podSyncInterval,
 	})
 	if err != nil {
@@ -183,12 +191,16 @@ func pressureConditions() []corev1.NodeCondition {
 // powered-off machine would, without leaving the cluster) and its mirror Pods.
 func (w *workloadCluster) release(ctx context.Context, nodeName string) error {
 	w.mu.Lock()
-	kl, c := w.kubelets[nodeName], w.etcd
+	kl, guard, c := w.kubelets[nodeName], w.guards[nodeName], w.etcd
 	delete(w.kubelets, nodeName)
+	delete(w.guards, nodeName)
 	w.mu.Unlock()
 	var errs []error
 	if kl != nil {
 		errs = append(errs, kl.Stop())
+	}
+	if guard != nil {
+		errs = append(errs, guard.Close())
 	}
 	if c != nil {
 		if m := c.MemberOnNode(nodeName); m != nil {
@@ -220,6 +232,9 @@ func (w *workloadCluster) close() error {
 	var errs []error
 	for _, kl := range w.kubelets {
 		errs = append(errs, kl.Stop())
+	}
+	for _, g := range w.guards {
+		errs = append(errs, g.Close())
 	}
 	if w.etcd != nil {
 		errs = append(errs, w.etcd.Close())
