@@ -2,6 +2,7 @@ package kubeadm
 
 import (
 	"context"
+	"crypto/tls"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -43,7 +44,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	log := cfg.Logger.WithValues("Cluster", cfg.Cluster.String())
-	d := &dialer{cfg: cfg}
+	d := &dialer{cfg: cfg, apiSessions: tls.NewLRUClientSessionCache(16)}
 	return &Backend{
 		cfg:    cfg,
 		log:    log,

@@ -14,9 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	portforwardconst "k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport"
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/transport/websocket"
 	"k8s.io/streaming/pkg/httpstream"
@@ -37,6 +39,10 @@ func podRef(nodeName string) string { return metav1.NamespaceSystem + "/" + podN
 // dialer opens TLS connections to one member through the workload apiserver.
 type dialer struct {
 	cfg Config
+	// apiSessions resumes TLS sessions with the workload apiserver, so a port-forward after the
+	// first skips the apiserver's certificate exchange (client-go's WebSocket round tripper
+	// starts a full handshake for every upgrade).
+	apiSessions tls.ClientSessionCache
 }
 
 // dial opens a port-forward to etcd-<node>:2379 and completes a verified TLS handshake over
@@ -87,7 +93,7 @@ func (d *dialer) openTunnel(ctx context.Context, node string) (*tunnel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", etcd.ErrInvalidInput, err)
 	}
-	conn, err := upgrade(ctx, restCfg, u)
+	conn, err := d.upgrade(ctx, restCfg, u)
 	if err != nil {
 		return nil, upgradeError(ctx, node, err)
 	}
@@ -116,8 +122,8 @@ func upgradeError(ctx context.Context, node string, err error) error {
 // upgrade dials pods/etcd-<node>/portforward with SPDY over WebSocket, falling back to SPDY
 // when the apiserver refuses the WebSocket upgrade, as kubectl and KCP do. Unlike client-go's
 // dialers, whose Dial takes no context, both requests carry ctx.
-func upgrade(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
-	conn, err := upgradeWebSocket(ctx, cfg, u)
+func (d *dialer) upgrade(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
+	conn, err := d.upgradeWebSocket(ctx, cfg, u)
 	if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)) {
 		return conn, err
 	}
@@ -125,9 +131,27 @@ func upgrade(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Conn
 }
 
 // upgradeWebSocket is client-go's SPDY-over-WebSocket tunnelling dialer with a context: the
-// WebSocket handshake (gorilla's DialContext) ends when ctx does.
-func upgradeWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
-	rt, holder, err := websocket.RoundTripperFor(cfg)
+// WebSocket handshake (gorilla's DialContext) ends when ctx does. The round tripper is built as
+// client-go's websocket.RoundTripperFor builds it, plus a TLS session cache.
+func (d *dialer) upgradeWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
+	transportCfg, err := cfg.TransportConfig()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := transport.TLSConfigFor(transportCfg)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil && d.apiSessions != nil {
+		tlsCfg = tlsCfg.Clone()
+		tlsCfg.ClientSessionCache = d.apiSessions
+	}
+	proxy := cfg.Proxy
+	if proxy == nil {
+		proxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
+	}
+	holder := &websocket.RoundTripper{TLSConfig: tlsCfg, Proxier: proxy}
+	rt, err := transport.HTTPWrappersForConfig(transportCfg, holder)
 	if err != nil {
 		return nil, err
 	}

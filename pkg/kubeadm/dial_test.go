@@ -167,7 +167,7 @@ func Test_tunnel_honoursDeadlines(t *testing.T) {
 	g.Expect(tn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))).To(Succeed())
 	done := make(chan error, 1)
 	go func() { _, err := tn.Read(make([]byte, 1)); done <- err }()
-	g.Eventually(done).WithTimeout(30 * time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
+	g.Eventually(done).WithTimeout(30*time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
 }
 
 // caSecretFor returns a CA Secret for testCluster.
