@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
@@ -33,6 +38,10 @@ var _ = Describe("A workload apiserver that stops answering", func() {
 			}
 		}, reconcileTimeout).Should(Succeed())
 
+		By("asking to delete a Machine of the unreachable cluster: allowed, with a warning that health is unknown")
+		warnings := dryRunDelete(ctx, dead.machines["cp-0"])
+		Expect(warnings).To(ContainElement(ContainSubstring("is unknown")))
+
 		By("breaking a member of the other cluster: its status follows while the first stays unreachable")
 		Expect(alive.workload.Etcd.StopMember(ctx, alive.workload.Etcd.MemberOnNode("cp-1").Name())).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -41,6 +50,33 @@ var _ = Describe("A workload apiserver that stops answering", func() {
 		Expect(memberIDs(ctx, dead)).To(Equal(before), "nothing may be removed from an unreachable cluster")
 	}, SpecTimeout(4*time.Minute))
 })
+
+// warningCollector keeps the admission warnings the apiserver returned.
+type warningCollector struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.texts = append(w.texts, text)
+}
+
+// dryRunDelete deletes the Machine in dry-run mode (admission runs, nothing is deleted), as
+// `kubectl delete --dry-run=server` does, and returns the warnings.
+func dryRunDelete(ctx context.Context, m *clusterv1.Machine) []string {
+	cfg := rest.CopyConfig(mgmt.Config)
+	w := &warningCollector{}
+	cfg.WarningHandler = w
+	dyn, err := dynamic.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(dyn.Resource(clusterv1.GroupVersion.WithResource("machines")).Namespace(m.Namespace).
+		Delete(ctx, m.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})).To(Succeed())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.texts
+}
 
 func findCondition(cpe *v1alpha1.ControlPlaneEtcd, t string) *metav1.Condition {
 	for i := range cpe.Status.Conditions {
