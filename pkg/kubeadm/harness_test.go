@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,6 +54,9 @@ func startWorkloadCluster(t testing.TB, apiServer *env.APIServer, n int) *worklo
 	prefix := fmt.Sprintf("kc%d", clusterSeq.Add(1))
 	k, err := workloadenv.StartKubeadm(ctx, workloadenv.KubeadmOptions{APIServer: apiServer, Members: n, NodePrefix: prefix})
 	g.Expect(err).NotTo(HaveOccurred())
+	// Runs after Close: the shared apiserver then shows the next cluster only its own Nodes and
+	// etcd Pods, as a workload cluster's own apiserver would (the backend asks every etcd Pod).
+	t.Cleanup(func() { forgetNodes(apiServer, prefix+"-") })
 	t.Cleanup(func() { _ = k.Close() })
 	w := &workloadCluster{Kubeadm: k, apiServer: apiServer, etcd: k.Etcd, nodes: k.Nodes}
 	w.register(ctx, t, prefix)
@@ -98,6 +102,29 @@ func (w *workloadCluster) backend(t testing.TB, mutate ...func(*Config)) *Backen
 }
 
 func (w *workloadCluster) kubelet(node string) *kubelet.Kubelet { return w.Kubelet(node) }
+
+// forgetNodes deletes the Nodes whose name starts with prefix, and their etcd Pods, from the
+// apiserver.
+func forgetNodes(apiServer *env.APIServer, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods := &corev1.PodList{}
+	if err := apiServer.Client.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem)); err == nil {
+		for i := range pods.Items {
+			if strings.HasPrefix(pods.Items[i].Spec.NodeName, prefix) {
+				_ = apiServer.Client.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
+			}
+		}
+	}
+	nodes := &corev1.NodeList{}
+	if err := apiServer.Client.List(ctx, nodes); err == nil {
+		for i := range nodes.Items {
+			if strings.HasPrefix(nodes.Items[i].Name, prefix) {
+				_ = apiServer.Client.Delete(ctx, &nodes.Items[i])
+			}
+		}
+	}
+}
 
 // harness runs the conformance suite on the kubeadm backend.
 type harness struct{}
