@@ -32,7 +32,7 @@ bench: envtest-assets ## Benchmarks against the real test environment; they prin
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./... -run '^$$' -bench . -benchtime $(BENCHTIME) -count=1 -timeout 90m
 
 # The fleet benchmark alone: the manager binary against FLEET_SIZES K3s workload clusters
-# (default 1,5,10,20), FLEET_WINDOW of CPU sampling per size (default 30s).
+# (default 1,5,10,20), FLEET_WINDOW of CPU sampling per size (default 1m).
 .PHONY: bench-fleet
 bench-fleet: envtest-assets ## Manager CPU, memory and status freshness against 1..20 workload clusters, and the 1,000-cluster estimate.
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./cmd/etcd-adapter/manager -run '^$$' -bench BenchmarkFleet -benchtime 1x -count=1 -timeout 90m
