@@ -283,7 +283,11 @@ func testRemoveLeader(t *testing.T, env *Env) {
 	g := NewWithT(t)
 	ctx := caseContext(t)
 	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
-	leavingNode := leaderNode(g, snap)
+	leavingNode, err := env.Faults.LeaderNode(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	if !snap.Blind(etcd.BlindSpotLeader) {
+		g.Expect(leaderNode(g, snap)).To(Equal(leavingNode), "the snapshot names the leader etcd names")
+	}
 	leaving := memberOn(g, snap, leavingNode)
 	if v := etcd.CanRemoveMember(snap, time.Now(), leaving); !v.Allowed {
 		t.Fatalf("removing the leader of a healthy cluster must be allowed: %s", v.Message)
