@@ -24,6 +24,7 @@ type Backend struct {
 	dialer   *dialer
 	pool     *pool
 	workload workloadClient
+	pods     podCache
 
 	mu          sync.Mutex
 	known       []string        // Nodes of the members seen last, asked while the Pods are listed
@@ -55,7 +56,10 @@ func New(cfg Config) (*Backend, error) {
 }
 
 // Close closes every member connection. The Backend must not be used afterwards.
-func (b *Backend) Close() error { return b.pool.close() }
+func (b *Backend) Close() error {
+	b.pods.close()
+	return b.pool.close()
+}
 
 // logger returns the context's logger (with the cluster) when there is one, else the
 // configured one.

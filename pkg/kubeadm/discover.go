@@ -52,28 +52,6 @@ func (b *Backend) clientset(ctx context.Context) (kubernetes.Interface, error) {
 	})
 }
 
-// etcdPods returns the Nodes running kubeadm's etcd Pod. It is asked on every observation, so
-// every member the Nodes show is asked, not only the ones seen before.
-func (b *Backend) etcdPods(ctx context.Context) (map[string]bool, error) {
-	cs, err := b.clientset(ctx)
-	if err != nil {
-		return nil, err
-	}
-	list, err := call(ctx, b, "list etcd Pods", func(ctx context.Context) (*corev1.PodList, error) {
-		return cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: etcdPodSelector})
-	})
-	if err != nil {
-		return nil, classifyAPIError(err, "failed to list etcd Pods in the workload cluster")
-	}
-	nodes := map[string]bool{}
-	for _, p := range list.Items {
-		if p.Spec.NodeName != "" && p.Name == podName(p.Spec.NodeName) && p.DeletionTimestamp == nil {
-			nodes[p.Spec.NodeName] = true
-		}
-	}
-	return nodes, nil
-}
-
 // listNodes fills h with every Node and its InternalIPs.
 func (b *Backend) listNodes(ctx context.Context, h *hosts) error {
 	cs, err := b.clientset(ctx)

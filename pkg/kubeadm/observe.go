@@ -90,7 +90,7 @@ func (b *Backend) askMembers(ctx context.Context, creds *credentials) (map[strin
 		podsErr error
 		early   map[string]answer
 	)
-	wg.Go(func() { pods, podsErr = b.etcdPods(ctx) })
+	wg.Go(func() { pods, podsErr = b.listEtcdPods(ctx) })
 	wg.Go(func() { early = b.askAll(ctx, b.knownNodes(), creds) })
 	wg.Wait()
 	if podsErr != nil {
