@@ -1,0 +1,99 @@
+package controlplaneetcd
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+)
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// testScope is a Manage-mode scope over n answering voters on Nodes cp-0.., cp-0 leading, one
+// Machine per Node; the members listed in down do not answer.
+func testScope(n int, down ...int) *scope {
+	s := &scope{cpe: &v1alpha1.ControlPlaneEtcd{}, cluster: &clusterv1.Cluster{}, now: now}
+	snap := &etcd.Snapshot{Backend: "test", ObservedAt: now, LeaderID: 1}
+	for i := range n {
+		node := fmt.Sprintf("cp-%d", i)
+		snap.Members = append(snap.Members, etcd.Member{ID: uint64(i + 1), Name: node, NodeName: node})
+		s.machines = append(s.machines, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m-" + node},
+			Status: clusterv1.MachineStatus{NodeRef: clusterv1.MachineNodeReference{Name: node}}})
+	}
+	for i, m := range snap.Members {
+		ev := etcd.MemberEvidence{MemberID: m.ID, NodeName: m.NodeName, Contact: etcd.ContactAnswered, ObservedAt: now,
+			ClusterID: 0xc1, Members: snap.Members, LeaderID: 1}
+		for _, d := range down {
+			if d == i {
+				ev = etcd.MemberEvidence{MemberID: m.ID, NodeName: m.NodeName, Contact: etcd.ContactUnreachable, Error: "connection refused", ObservedAt: now}
+			}
+		}
+		snap.Evidence = append(snap.Evidence, ev)
+	}
+	s.snapshot = snap
+	return s
+}
+
+func Test_setStatus(t *testing.T) {
+	t.Run("Three healthy voters tolerate one failure and are fully available", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		setStatus(s)
+		st := s.cpe.Status
+		g.Expect(st.MemberCount).To(HaveValue(BeEquivalentTo(3)))
+		g.Expect(st.HealthyVoters).To(HaveValue(BeEquivalentTo(3)))
+		g.Expect(st.FaultTolerance).To(HaveValue(BeEquivalentTo(1)))
+		g.Expect(st.Leader).To(Equal("cp-0"))
+		g.Expect(st.ClusterID).To(Equal("c1"))
+		g.Expect(st.Members[0].Role).To(Equal(v1alpha1.MemberRoleLeader))
+		g.Expect(st.Members[0].MachineName).To(Equal("m-cp-0"))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.AvailableQuorumHealthyReason))
+		g.Expect(conditions.IsFalse(s.cpe, v1alpha1.DegradedCondition)).To(BeTrue())
+		g.Expect(conditions.Get(s.cpe, v1alpha1.ProgressingCondition).Reason).To(Equal(v1alpha1.ProgressingReconciledReason))
+	})
+	t.Run("One member down of three keeps quorum with no margin: available and degraded", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3, 2)
+		setStatus(s)
+		g.Expect(s.cpe.Status.FaultTolerance).To(HaveValue(BeEquivalentTo(0)))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.AvailableQuorumAvailableReason))
+		degraded := conditions.Get(s.cpe, v1alpha1.DegradedCondition)
+		g.Expect(degraded.Reason).To(Equal(v1alpha1.DegradedMembersUnhealthyReason))
+		g.Expect(degraded.Message).To(ContainSubstring("cp-2"))
+	})
+	t.Run("Two members down of three lose quorum", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3, 1, 2)
+		setStatus(s)
+		g.Expect(conditions.IsFalse(s.cpe, v1alpha1.AvailableCondition)).To(BeTrue())
+		g.Expect(conditions.Get(s.cpe, v1alpha1.DegradedCondition).Reason).To(Equal(v1alpha1.DegradedQuorumLostReason))
+	})
+	t.Run("A failed observation keeps the members but claims nothing about their health", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		setStatus(s)
+		s.snapshot, s.observeErr = nil, fmt.Errorf("%w: connection refused", etcd.ErrUnreachable)
+		setStatus(s)
+		g.Expect(s.cpe.Status.Members).To(HaveLen(3))
+		g.Expect(s.cpe.Status.Members[0].Health).To(Equal(v1alpha1.MemberUnknown))
+		g.Expect(s.cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(0)))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.EtcdClusterHealthyCondition).Reason).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.AvailableCondition).Status).To(Equal(metav1.ConditionUnknown))
+	})
+	t.Run("Computing the status again from the same facts changes nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3, 2)
+		setStatus(s)
+		first := s.cpe.Status.DeepCopy()
+		s.now = now.Add(time.Second)
+		setStatus(s)
+		g.Expect(s.cpe.Status).To(Equal(*first))
+	})
+}
