@@ -150,7 +150,7 @@ type fleet struct {
 
 // grow starts and registers clusters until there are n, a few at a time.
 func (f *fleet) grow(ctx context.Context, n int) error {
-	const parallel = 4
+	const parallel = 2
 	for len(f.clusters) < n {
 		batch := min(parallel, n-len(f.clusters))
 		started := make([]*workload.K3s, batch)
@@ -161,9 +161,16 @@ func (f *fleet) grow(ctx context.Context, n int) error {
 			wg.Go(func() {
 				// K3s ticks every 15 s and kubelets report every 10 s; slower than the tests'
 				// defaults, so 20 clusters leave the shared machine some CPU.
-				started[i], errs[i] = workload.StartK3s(ctx, workload.K3sOptions{
-					Members: 3, FirstIP: 10 + 3*idx, Tick: 2 * time.Second, Heartbeat: 10 * time.Second,
-				})
+				// A cluster that was not ready within the workload package's minute on a
+				// saturated machine is started once more.
+				for attempt := 0; attempt < 2; attempt++ {
+					started[i], errs[i] = workload.StartK3s(ctx, workload.K3sOptions{
+						Members: 3, FirstIP: 10 + 3*idx, Tick: 2 * time.Second, Heartbeat: 10 * time.Second,
+					})
+					if errs[i] == nil {
+						break
+					}
+				}
 			})
 		}
 		wg.Wait()
