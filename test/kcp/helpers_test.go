@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
@@ -16,40 +15,6 @@ import (
 
 	kcpenv "github.com/etcd-adapter/etcd-adapter/test/env/kcp"
 )
-
-// TestKCPCreatesControlPlane lets KubeadmControlPlane build a 3-replica control plane from
-// nothing and waits until it reports it available, then compares its etcd view with
-// etcd-adapter's.
-func TestKCPCreatesControlPlane(t *testing.T) {
-	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-
-	e, err := kcpenv.Start(ctx, kcpenv.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(e.Stop()).To(Succeed()) })
-
-	start := time.Now()
-	_, err = e.CreateControlPlane(ctx, 3)
-	g.Expect(err).NotTo(HaveOccurred())
-	kcp := waitAvailable(ctx, g, e, 3)
-	fmt.Printf("KCP: 3-replica control plane from nothing to Available in %v\n", time.Since(start).Round(time.Millisecond))
-	printConditions(kcp)
-
-	// etcd-adapter in Observe mode: the same members (one per KCP Machine, named after its
-	// Node) and the same health, in KCP's condition types and reasons.
-	o := newObserver(g, e)
-	t.Cleanup(func() { g.Expect(o.backend.Close()).To(Succeed()) })
-	machines := o.machineNames(ctx, g)
-	v := o.read(ctx, g)
-	v.print("created")
-	g.Expect(v.observeErr).NotTo(HaveOccurred())
-	g.Expect(v.members).To(Equal(machines))
-	g.Expect(same(v.adapter.Cluster, v.kcpCluster)).To(BeTrue(), "EtcdClusterHealthy: KCP %+v, etcd-adapter %+v", v.kcpCluster, v.adapter.Cluster)
-	for _, name := range machines {
-		g.Expect(same(v.adapter.Machines[name], v.kcpMachines[name])).To(BeTrue(), "EtcdMemberHealthy of %s: KCP %+v, etcd-adapter %+v", name, v.kcpMachines[name], v.adapter.Machines[name])
-	}
-}
 
 // waitAvailable waits until KCP reports replicas Machines ready and available, Available True
 // and its etcd cluster healthy.

@@ -96,7 +96,7 @@ func startManagementAPIServer() (*env.APIServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	crds := append([]*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD(), MachineTemplateCRD()}, kubeadmCRDs...)
+	crds := append([]*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD(), MachineTemplateCRD(), ClusterCRD()}, kubeadmCRDs...)
 	s, err := env.StartAPIServer(env.APIServerOptions{Scheme: Scheme(), CRDs: crds, CRDDirectoryPaths: []string{coreDir}})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the management apiserver: %w", err)
@@ -105,8 +105,8 @@ func startManagementAPIServer() (*env.APIServer, error) {
 }
 
 // createCluster creates the `<cluster>-ca` Secret and the Cluster: its control plane endpoint
-// is the workload apiserver and its control plane the KubeadmControlPlane of the same name. It
-// has no infrastructure reference, so the Cluster controller reports infrastructure provisioned.
+// is the workload apiserver, its control plane the KubeadmControlPlane and its infrastructure
+// the TestCluster of the same name.
 func (e *Env) createCluster(ctx context.Context, opts Options, ca *keyPair) (*clusterv1.Cluster, error) {
 	c := e.Management.Client
 	key := client.ObjectKey{Namespace: opts.Namespace, Name: opts.ClusterName}
@@ -118,12 +118,18 @@ func (e *Env) createCluster(ctx context.Context, opts Options, ca *keyPair) (*cl
 	if err != nil {
 		return nil, err
 	}
+	if err := c.Create(ctx, newTestCluster(key.Namespace, key.Name)); err != nil {
+		return nil, fmt.Errorf("failed to create %s %s: %w", ClusterKind, key, err)
+	}
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
 		Spec: clusterv1.ClusterSpec{
 			ControlPlaneEndpoint: endpoint,
 			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: key.Name,
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infra.Group, Kind: ClusterKind, Name: key.Name,
 			},
 		},
 	}

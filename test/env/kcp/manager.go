@@ -22,7 +22,7 @@ type runningManager struct {
 }
 
 // startCoreManager runs what Cluster API's core manager runs for this environment (the Cluster,
-// Machine and MachineHealthCheck controllers) plus the TestMachine provisioner.
+// Machine and MachineHealthCheck controllers) plus the TestMachine and TestCluster provisioners.
 func startCoreManager(ctx context.Context, cfg *rest.Config, wc *workloadCluster) (*runningManager, error) {
 	mgr, err := ctrl.NewManager(cfg, capi.ManagerOptions(Scheme()))
 	if err != nil {
@@ -35,6 +35,9 @@ func startCoreManager(ctx context.Context, cfg *rest.Config, wc *workloadCluster
 	}
 	if err == nil {
 		err = (&provisioner{client: mgr.GetClient(), workload: wc}).setupWithManager(mgr)
+	}
+	if err == nil {
+		err = (&clusterProvisioner{client: mgr.GetClient()}).setupWithManager(mgr)
 	}
 	if err != nil {
 		cancel()
