@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -177,13 +178,9 @@ func updateKCP(ctx context.Context, g Gomega, e *kcpenv.Env, change func(*contro
 	g.Expect(e.Management.Client.Get(ctx, client.ObjectKeyFromObject(e.Cluster), kcp)).To(Succeed())
 	old := kcp.DeepCopy()
 	change(kcp)
-	if kcp.Generation == old.Generation && equalSpec(old, kcp) {
+	if apiequality.Semantic.DeepEqual(old.Spec, kcp.Spec) {
 		return
 	}
 	g.Expect(kcpenv.AdmitUpdate(ctx, old, kcp)).To(Succeed())
 	g.Expect(e.Management.Client.Update(ctx, kcp)).To(Succeed())
-}
-
-func equalSpec(a, b *controlplanev1.KubeadmControlPlane) bool {
-	return fmt.Sprintf("%+v", a.Spec) == fmt.Sprintf("%+v", b.Spec)
 }
