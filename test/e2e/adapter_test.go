@@ -17,6 +17,10 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
 )
 
+// observeTimeout bounds one observation by the controllers: kubeadm asks every member through a
+// port-forward, which on a loaded 2-core machine can take several seconds.
+const observeTimeout = 20 * time.Second
+
 // adapterManager runs the etcd-adapter controllers and the quorum guard in a manager of their
 // own, as the etcd-adapter Deployment would next to Cluster API's, so a test can stop it at any
 // point (a crash) and start a new one.
@@ -45,7 +49,7 @@ func startAdapter(ctx context.Context, mgmt *env.Management, atStep func(context
 		cancel()
 		return nil, err
 	}
-	if _, err := setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: 5 * time.Second, AtStep: atStep}); err != nil {
+	if _, err := setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: observeTimeout, AtStep: atStep}); err != nil {
 		cancel()
 		return nil, err
 	}

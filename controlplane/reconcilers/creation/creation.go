@@ -68,6 +68,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ok {
 		return ctrl.Result{}, nil
 	}
+	// Note: a cached read first, so the Cluster's many updates cost no write each.
+	if err := r.Client.Get(ctx, req.NamespacedName, &v1alpha1.ControlPlaneEtcd{}); err == nil || !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	cpe := &v1alpha1.ControlPlaneEtcd{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name,
 			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
