@@ -156,9 +156,9 @@ func printLag(g Gomega, s *sampler, step string, start time.Time, machines []str
 		return ok
 	}).WithTimeout(2 * time.Minute).WithPolling(samplePeriod).Should(BeTrue())
 	kcpSettled := firstKCPSettled(s.since(start), machines)
-	fmt.Printf("[%s] KCP final (Machines and EtcdClusterHealthy=True) first sampled at %s; etcd-adapter showed the same members and condition at %s (%v later; its snapshot then was %v old)\n",
+	fmt.Printf("[%s] KCP final (Machines and EtcdClusterHealthy=True) first sampled at %s; etcd-adapter showed the same members and condition at %s (%v later; that observation took %v)\n",
 		step, kcpSettled.Format("15:04:05.000"), settled.at.Format("15:04:05.000"),
-		settled.at.Sub(kcpSettled).Round(time.Millisecond), settled.at.Sub(settled.observedAt).Round(time.Millisecond))
+		settled.at.Sub(kcpSettled).Round(time.Millisecond), settled.observedAt.Sub(settled.at).Round(time.Millisecond))
 }
 
 // firstKCPSettled returns when KCP's side first showed the step's final Machines and a True
