@@ -229,6 +229,10 @@ func clusterCondition(in HealthInput, machines map[string]metav1.Condition, prob
 		c := machines[name]
 		switch {
 		case c.Reason == v1alpha1.EtcdMemberDeletingReason:
+		case c.Status == metav1.ConditionUnknown && startingUp(in.Machines, name):
+			// As KCP does: a Machine whose infrastructure has not reported spec.providerID yet
+			// is starting up; its member may join before its Node registers, and counting it
+			// would make the condition flicker on every scale-up.
 		case c.Status == metav1.ConditionFalse:
 			notHealthy = append(notHealthy, fmt.Sprintf("Machine %s: %s", name, c.Message))
 		case c.Status == metav1.ConditionUnknown:
@@ -250,6 +254,16 @@ func clusterCondition(in HealthInput, machines map[string]metav1.Condition, prob
 		cond.Message = strings.TrimSpace(cond.Message + "\n" + blind)
 	}
 	return cond
+}
+
+// startingUp reports whether the named Machine has no Node and no spec.providerID yet.
+func startingUp(machines []Machine, name string) bool {
+	for _, m := range machines {
+		if m.Name == name {
+			return m.Provisioning() && m.ProviderID == ""
+		}
+	}
+	return false
 }
 
 // blindSpotNote states what the backend cannot see, so a healthy verdict never claims more than

@@ -123,10 +123,15 @@ func TestAssessHealth_clusterCondition(t *testing.T) {
 			messageParts: []string{"Etcd member cp-2 has no corresponding Machine"},
 		},
 		{
-			name: "an unmatched member is not a problem while a Machine provisions",
+			name: "an unmatched member is not a problem, and the Machine not counted, while it has no providerID (as KCP)",
 			in:   HealthInput{Snapshot: cluster(3), Machines: append(machines(2), Machine{Name: "m-new"})},
+			want: metav1.ConditionTrue, reason: v1alpha1.EtcdClusterHealthyReason,
+		},
+		{
+			name: "a Machine with a providerID waiting for its Node makes the cluster Unknown",
+			in:   HealthInput{Snapshot: cluster(3), Machines: append(machines(2), Machine{Name: "m-new", ProviderID: "test://m-new"})},
 			want: metav1.ConditionUnknown, reason: v1alpha1.EtcdClusterHealthUnknownReason,
-			messageParts: []string{"Machine m-new: Waiting for the Machine to report spec.providerID"},
+			messageParts: []string{"Machine m-new: Waiting for a Node with spec.providerID test://m-new to exist"},
 		},
 		{
 			name: "a member that never started is a cluster problem",
