@@ -112,6 +112,7 @@ func TestRun(t *testing.T) {
 		ContainSubstring(`etcdadapter_status_collect_errors 0`),
 		MatchRegexp(`etcdadapter_available\{backend="k3s",cluster="k3s-a",namespace="%s",reason="[A-Za-z]+"\} -1`, ns),
 		ContainSubstring(`controller_runtime_reconcile_total{controller="controlplaneetcd"`),
+		MatchRegexp(`etcdadapter_observation_duration_seconds_count\{backend="k3s",result="(success|error)"\} [1-9]`),
 	))
 
 	stop()

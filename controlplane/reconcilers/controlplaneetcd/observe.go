@@ -6,6 +6,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/etcd-adapter/etcd-adapter/controlplane/metrics"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -14,6 +15,8 @@ import (
 // error of the pass: it becomes Unknown conditions with the reason.
 func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	s.snapshot, s.observeErr = nil, nil
+	start := r.now()
+	defer func() { metrics.RecordObservation(string(s.cpe.Spec.Backend), r.now().Sub(start), s.observeErr) }()
 	backend, err := r.Backends.For(ctx, s.cluster, s.cpe.Spec.Backend)
 	if err != nil {
 		s.observeErr = err
