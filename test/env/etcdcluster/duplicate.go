@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // AddDuplicate leaves behind what a reused hostname does when the Node's old member was never
@@ -22,19 +20,7 @@ func (c *Cluster) AddDuplicate(ctx context.Context, nodeName string) (*Member, e
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.memberAddAsLearner(ctx, m.PeerURL())
-	if err != nil {
-		return nil, err
-	}
-	m.initialCluster = joinInitialCluster(resp, spec.MemberName)
-	m.clusterState = embed.ClusterStateFlagExisting
-	c.mu.Lock()
-	c.members = append(c.members, m)
-	c.mu.Unlock()
-	if err := m.start(); err != nil {
-		return nil, err
-	}
-	if err := m.waitReady(ctx); err != nil {
+	if err := c.startAsLearner(ctx, m, spec.MemberName); err != nil {
 		return nil, err
 	}
 	if err := c.promote(ctx, m); err != nil {

@@ -22,19 +22,25 @@ func (c *Cluster) AddLearner(ctx context.Context, spec MemberSpec) (*Member, err
 	if err != nil {
 		return nil, err
 	}
+	return m, c.startAsLearner(ctx, m, spec.MemberName)
+}
+
+// startAsLearner adds m to the cluster as a learner, as `kubeadm join` does, starts it under
+// name and returns once it serves clients.
+func (c *Cluster) startAsLearner(ctx context.Context, m *Member, name string) error {
 	resp, err := c.memberAddAsLearner(ctx, m.PeerURL())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m.initialCluster = joinInitialCluster(resp, spec.MemberName)
+	m.initialCluster = joinInitialCluster(resp, name)
 	m.clusterState = embed.ClusterStateFlagExisting
 	c.mu.Lock()
 	c.members = append(c.members, m)
 	c.mu.Unlock()
 	if err := m.start(); err != nil {
-		return nil, err
+		return err
 	}
-	return m, m.waitReady(ctx)
+	return m.waitReady(ctx)
 }
 
 // JoinLearner adds and starts a learner named name listening on ip; the Node name is the

@@ -147,22 +147,18 @@ func (s *Simulator) RestartServer(ctx context.Context, node string) (string, err
 // JoinServer starts a new K3s server on Node node advertising ip: it joins etcd as a learner
 // under a fresh member name and registers its Node. It returns the member name.
 func (s *Simulator) JoinServer(ctx context.Context, node, ip string) (string, error) {
-	s.mu.Lock()
-	_, exists := s.servers[node]
-	s.mu.Unlock()
-	if exists {
-		return "", fmt.Errorf("server %s exists; use RestartServer", node)
-	}
-	if err := s.registerNode(ctx, node, ip); err != nil {
-		return "", err
-	}
-	return s.join(ctx, node, ip, false)
+	return s.joinNew(ctx, node, ip, false)
 }
 
 // JoinEtcdOnlyServer is JoinServer for a server that runs no apiserver (K3s
 // --disable-apiserver): its metadata controller reaches the cluster through another server, so
 // its Node shows node-name while its member is still a learner (EtcdIsVoter MemberIsLearner).
 func (s *Simulator) JoinEtcdOnlyServer(ctx context.Context, node, ip string) (string, error) {
+	return s.joinNew(ctx, node, ip, true)
+}
+
+// joinNew registers the Node of a server that does not exist yet and joins it.
+func (s *Simulator) joinNew(ctx context.Context, node, ip string, etcdOnly bool) (string, error) {
 	s.mu.Lock()
 	_, exists := s.servers[node]
 	s.mu.Unlock()
@@ -172,7 +168,7 @@ func (s *Simulator) JoinEtcdOnlyServer(ctx context.Context, node, ip string) (st
 	if err := s.registerNode(ctx, node, ip); err != nil {
 		return "", err
 	}
-	return s.join(ctx, node, ip, true)
+	return s.join(ctx, node, ip, etcdOnly)
 }
 
 // ErrTombstone is RestartServer's refusal on a K3s that does not rejoin on its own after its
