@@ -38,7 +38,7 @@ func startAdapter(ctx context.Context, mgmt *env.Management, atStep func(context
 	wio := mgmt.WebhookInstallOptions()
 	opts := capi.ManagerOptions(scheme)
 	opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
-	mgr, err := ctrl.NewManager(mgmt.Config, opts)
+	mgr, err := ctrl.NewManager(adapterConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the etcd-adapter manager: %w", err)
 	}

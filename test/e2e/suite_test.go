@@ -40,17 +40,21 @@ var _ = BeforeSuite(func() {
 		Webhooks:          &envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
 	})
 	Expect(err).NotTo(HaveOccurred())
+	setUpAdapterIdentity(context.Background())
 	adapter, err = startAdapter(context.Background(), mgmt, nil)
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("Management cluster and etcd-adapter started in %s\n", time.Since(suiteStart).Round(time.Millisecond))
 })
 
 var _ = AfterSuite(func() {
+	defer func() {
+		if mgmt != nil {
+			Expect(mgmt.Stop()).To(Succeed())
+		}
+		fmt.Printf("etcd-adapter end-to-end suite took %s\n", time.Since(suiteStart).Round(time.Second))
+	}()
 	if adapter != nil {
 		Expect(adapter.Stop()).To(Succeed())
 	}
-	if mgmt != nil {
-		Expect(mgmt.Stop()).To(Succeed())
-	}
-	fmt.Printf("etcd-adapter end-to-end suite took %s\n", time.Since(suiteStart).Round(time.Second))
+	checkAdapterRBAC()
 })

@@ -37,6 +37,10 @@ type Request struct {
 	Name string
 	// Path is set for a non-resource request (discovery, /version, /openapi).
 	Path string
+	// WatchList is set on a watch that asks for the initial state first (sendInitialEvents=true):
+	// client-go's informers list this way where the apiserver supports it (WatchListClient),
+	// and fall back to a list where it does not. The apiserver authorizes it as a watch.
+	WatchList bool
 }
 
 // IsResource reports whether the request is about an API resource (not discovery).
@@ -112,6 +116,7 @@ func ParseRequest(method string, u *url.URL) Request {
 		switch {
 		case watchPrefix || isTrue(q.Get("watch")):
 			r.Verb = "watch"
+			r.WatchList = isTrue(q.Get("sendInitialEvents"))
 		case collection:
 			r.Verb = "list"
 		default:
@@ -318,6 +323,24 @@ type UnusedAllowance struct {
 // discoveryPaths are the non-resource URLs every authenticated user may GET through the
 // system:discovery and system:public-info-viewer ClusterRoles Kubernetes binds by default.
 var discoveryPaths = []string{"/api", "/api/*", "/apis", "/apis/*", "/version", "/version/", "/openapi", "/openapi/*", "/healthz", "/livez", "/readyz"}
+
+// WatchListFallbacks explains the list grants of resources that were only listed by watch-list
+// requests: the same informer lists with a plain list on an apiserver without watch-list (the
+// WatchList feature off, or older than Kubernetes 1.32), so it needs list there.
+func WatchListFallbacks(requests []Request) []UnusedAllowance {
+	var out []UnusedAllowance
+	for _, r := range requests {
+		if !r.WatchList {
+			continue
+		}
+		a := UnusedAllowance{Group: r.Group, Resource: r.Resource, Verb: "list",
+			Why: "informers list by watch-list (sendInitialEvents=true) here and fall back to list where the apiserver has no watch-list"}
+		if !slices.ContainsFunc(out, func(o UnusedAllowance) bool { return o.Group == a.Group && o.Resource == a.Resource }) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // Check checks the requests against the rule sets: each must be allowed by some set; each grant
 // must be used by some request, unless allowUnused explains it.

@@ -22,6 +22,8 @@ func TestParseRequest(t *testing.T) {
 			Request{Verb: "list", Group: "cluster.x-k8s.io", Resource: "machines"}},
 		{"A watch by parameter", http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/clusters?watch=true&resourceVersion=5",
 			Request{Verb: "watch", Group: "cluster.x-k8s.io", Resource: "clusters"}},
+		{"A watch-list", http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/clusters?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&watch=true",
+			Request{Verb: "watch", Group: "cluster.x-k8s.io", Resource: "clusters", WatchList: true}},
 		{"A watch by the legacy prefix", http.MethodGet, "/api/v1/watch/namespaces/ns/secrets",
 			Request{Verb: "watch", Resource: "secrets", Namespace: "ns"}},
 		{"A watch narrowed to one name is authorized as that name", http.MethodGet, "/api/v1/namespaces/ns/secrets?watch=1&fieldSelector=metadata.name%3Dc-kubeconfig",
@@ -136,6 +138,14 @@ func TestCheck(t *testing.T) {
 		res := Check([]Request{{Verb: "list", Group: "controlplane.cluster.x-k8s.io", Resource: "kubeadmcontrolplanes"}}, []RuleSet{wild}, nil)
 		g.Expect(res.Denied).To(BeEmpty())
 		g.Expect(res.Unused).To(ConsistOf(Grant{Role: "cp", Group: "controlplane.cluster.x-k8s.io", Resource: "*", Verb: "watch"}))
+	})
+	t.Run("A list grant is explained by a watch-list of the resource, only of that resource", func(t *testing.T) {
+		g := NewWithT(t)
+		lists := RuleSet{Name: "lists", Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"list", "watch"}}}}
+		reqs := []Request{{Verb: "watch", Resource: "secrets", WatchList: true}, {Verb: "watch", Resource: "configmaps"}}
+		res := Check(reqs, []RuleSet{lists}, WatchListFallbacks(reqs))
+		g.Expect(res.AllowedUnused).To(ConsistOf(Grant{Role: "lists", Resource: "secrets", Verb: "list"}))
+		g.Expect(res.Unused).To(ConsistOf(Grant{Role: "lists", Resource: "configmaps", Verb: "list"}))
 	})
 	t.Run("A grant with resourceNames is used only by a request naming one of them", func(t *testing.T) {
 		g := NewWithT(t)
