@@ -18,6 +18,13 @@
 // created before KCP runs (`<cluster>-ca`), as a user bringing their own CA does; KCP
 // generates the etcd, front-proxy and service-account CAs.
 //
-// Fault handles (MemberDown, NodeNotReady, StaticPodFailing, FailNextJoin) act on KCP's
-// Machines by name.
+// Fault handles (MemberDown, NodeNotReady/NodeReady, StaticPodFailing, FailNextJoin) act on
+// KCP's Machines by name.
+//
+// With Options.EtcdAdapter, etcd-adapter runs beside KCP as its manager binary runs it
+// (controlplane/setup with the webhooks): its CRD and config/webhook are installed on the
+// management apiserver, which calls the webhooks served in-process. Every answer of the quorum
+// guard to a Machine DELETE is recorded (GuardDecisions), with who asked: KCP's manager
+// impersonates KCP's ServiceAccount (KCPUser) and PersonClient a person (PersonUser), since all
+// in-process clients share the test's administrator certificate.
 package kcp

@@ -26,6 +26,10 @@ import (
 type Options struct {
 	// Namespace and ClusterName of the Cluster (default "default" and "kcp").
 	Namespace, ClusterName string
+	// EtcdAdapter runs etcd-adapter beside KCP, as its manager binary runs it: its CRD, its
+	// controllers and its webhooks (config/webhook), served in-process and called by the
+	// management apiserver. GuardDecisions lists what the quorum guard answered.
+	EtcdAdapter bool
 }
 
 // Env is a management cluster running Cluster API's Cluster, Machine and MachineHealthCheck
@@ -41,6 +45,9 @@ type Env struct {
 	workloadAPI *workloadAPIServer
 	workload    *workloadCluster
 	core, kcp   *runningManager
+	adapter     *runningManager
+	guard       guardRecorder
+	person      client.Client
 }
 
 // Start starts the management and workload apiservers and the controllers, and creates the
@@ -62,8 +69,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.workload = newWorkloadCluster(e.workloadAPI)
-	if e.Management, err = startManagementAPIServer(); err != nil {
+	if e.Management, err = startManagementAPIServer(opts.EtcdAdapter); err != nil {
 		return nil, err
+	}
+	if e.person, err = client.New(impersonating(e.Management.Config, PersonUser), client.Options{Scheme: Scheme()}); err != nil {
+		return nil, fmt.Errorf("failed to create the person's client: %w", err)
 	}
 	if e.Cluster, err = e.createCluster(ctx, opts, ca); err != nil {
 		return nil, err
@@ -71,8 +81,13 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if e.core, err = startCoreManager(ctx, e.Management.Config, e.workload); err != nil {
 		return nil, err
 	}
-	if e.kcp, err = startKubeadmManager(ctx, e.Management.Config); err != nil {
+	if e.kcp, err = startKubeadmManager(ctx, impersonating(e.Management.Config, KCPUser)); err != nil {
 		return nil, err
+	}
+	if opts.EtcdAdapter {
+		if e.adapter, err = startAdapterManager(ctx, e.Management.Config, e.Management.WebhookInstallOptions(), &e.guard); err != nil {
+			return nil, err
+		}
 	}
 	return e, nil
 }
@@ -87,17 +102,26 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-func startManagementAPIServer() (*env.APIServer, error) {
+func startManagementAPIServer(etcdAdapter bool) (*env.APIServer, error) {
 	coreDir, err := capi.CoreCRDDir()
 	if err != nil {
 		return nil, err
+	}
+	opts := env.APIServerOptions{Scheme: Scheme(), CRDDirectoryPaths: []string{coreDir}}
+	if etcdAdapter {
+		crdDir, webhooks, err := adapterInstall()
+		if err != nil {
+			return nil, err
+		}
+		opts.CRDDirectoryPaths = append(opts.CRDDirectoryPaths, crdDir)
+		opts.Webhooks = webhooks
 	}
 	kubeadmCRDs, err := capi.KubeadmCRDs()
 	if err != nil {
 		return nil, err
 	}
-	crds := append([]*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD(), MachineTemplateCRD(), ClusterCRD()}, kubeadmCRDs...)
-	s, err := env.StartAPIServer(env.APIServerOptions{Scheme: Scheme(), CRDs: crds, CRDDirectoryPaths: []string{coreDir}})
+	opts.CRDs = append([]*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD(), MachineTemplateCRD(), ClusterCRD()}, kubeadmCRDs...)
+	s, err := env.StartAPIServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the management apiserver: %w", err)
 	}
@@ -168,11 +192,19 @@ func (e *Env) Etcd() *etcdcluster.Cluster { return e.workload.etcdCluster() }
 // Kubelet returns the kubelet stand-in of the Machine's Node (Node name = Machine name), or nil.
 func (e *Env) Kubelet(machineName string) *kubelet.Kubelet { return e.workload.kubelet(machineName) }
 
+// PersonClient is an uncached client of the management apiserver acting as PersonUser: what a
+// person's kubectl does, e.g. `kubectl delete machine`.
+func (e *Env) PersonClient() client.Client { return e.person }
+
+// GuardDecisions returns every answer the quorum guard gave to a Machine DELETE so far, in order
+// (only with Options.EtcdAdapter).
+func (e *Env) GuardDecisions() []GuardDecision { return e.guard.all() }
+
 // Stop stops the controllers, the workload cluster's Nodes and etcd, and both apiservers. Safe
 // to call more than once.
 func (e *Env) Stop() error {
-	errs := []error{e.kcp.stop(), e.core.stop()}
-	e.kcp, e.core = nil, nil
+	errs := []error{e.adapter.stop(), e.kcp.stop(), e.core.stop()}
+	e.adapter, e.kcp, e.core = nil, nil, nil
 	if e.workload != nil {
 		errs = append(errs, e.workload.close())
 	}

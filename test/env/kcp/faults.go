@@ -3,6 +3,7 @@ package kcp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,4 +56,38 @@ func (e *Env) FailNextJoin() {
 	e.workload.mu.Lock()
 	defer e.workload.mu.Unlock()
 	e.workload.failNextJoin = true
+}
+
+// NodeReady undoes NodeNotReady: the Machine's kubelet reports Ready=True again.
+func (e *Env) NodeReady(ctx context.Context, machineName string) error {
+	kl := e.Kubelet(machineName)
+	if kl == nil {
+		return fmt.Errorf("failed to make Node %s ready: no kubelet stand-in", machineName)
+	}
+	return kl.SetReady(ctx)
+}
+
+// EtcdMembers returns the names of the workload cluster's etcd members as etcd itself lists
+// them (a linearizable MemberList through the running voters), sorted; a member that never
+// started has an empty name.
+func (e *Env) EtcdMembers(ctx context.Context) ([]string, error) {
+	c := e.Etcd()
+	if c == nil {
+		return nil, fmt.Errorf("failed to list etcd members: etcd is not initialized")
+	}
+	cli, err := c.NewClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list etcd members: %w", err)
+	}
+	var names []string
+	for _, m := range resp.Members {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return names, nil
 }
