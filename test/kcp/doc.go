@@ -1,14 +1,16 @@
-// Package kcp is the suite that runs Cluster API's real KubeadmControlPlane v1.14.2 beside
-// etcd-adapter on the real test environment (test/env/kcp): KCP builds a 3-replica control
-// plane from nothing, and etcd-adapter, in Observe mode (the kubeadm backend and
-// etcd.AssessHealth), must report the same members and health.
+// Package kcp is the suite that runs Cluster API's real KubeadmControlPlane v1.14.2 with
+// etcd-adapter beside it on the real test environment (test/env/kcp): KCP and the kubeadm
+// bootstrap provider, Cluster API's Cluster, Machine and MachineHealthCheck controllers, and
+// etcd-adapter's manager (its controllers and both webhooks, called by the management apiserver).
+// etcd-adapter's creation controller makes the Cluster's ControlPlaneEtcd (backend kubeadm, mode
+// Observe), and its status is compared with KCP's conditions at every step.
 //
-// Running: `make test` runs the short version of TestKCPLifecycle (create and compare, about
-// 1.5 min on 2 cores). The full flow (MachineHealthCheck remediation, scale 3->1, rollout, with
-// per-step KCP times, etcd-adapter's lag and every difference printed with etcd-adapter's
-// evidence; about 4 more minutes) runs with
-//
-//	ETCD_ADAPTER_KCP_FULL=1 make test TEST_PKGS=./test/kcp/...
+// Running: `make test` (or `go test ./test/kcp`) runs the whole flow of TestKCPLifecycle: create,
+// MachineHealthCheck remediation, a remediation KCP cannot see is unsafe (refused by the quorum
+// guard), a person's unsafe and safe `kubectl delete machine`, scale 3->1 and rollout, each
+// compared with etcd-adapter and timed (about 4 min on 2 cores). `go test -short ./test/kcp`
+// stops after the create step (about 1.5 min); `make test TEST_PKGS=./test/kcp/...` selects the
+// package.
 //
 // Add `-args -kcp.log` to a `go test` command line to see the controllers' logs.
 package kcp

@@ -19,8 +19,10 @@ import (
 	kcpenv "github.com/etcd-adapter/etcd-adapter/test/env/kcp"
 )
 
-// observer is etcd-adapter in Observe mode, reduced to its two calls: the kubeadm backend's
-// Observe and etcd.AssessHealth over KCP's Machines.
+// observer reads etcd-adapter's view two ways: the real ControlPlaneEtcd status the running
+// controllers write, and etcd-adapter's two calls made directly (the kubeadm backend's Observe
+// and etcd.AssessHealth over KCP's Machines), which shows what a fresh observation says at the
+// moment KCP's side is read.
 type observer struct {
 	e       *kcpenv.Env
 	backend *kubeadm.Backend
@@ -37,11 +39,12 @@ func newObserver(g Gomega, e *kcpenv.Env) *observer {
 	return &observer{e: e, backend: b}
 }
 
-// view is one side-by-side reading: KCP's conditions and etcd-adapter's verdict on the same
-// Machines, and the member list etcd-adapter saw.
+// view is one side-by-side reading: KCP's conditions, the ControlPlaneEtcd's status and
+// etcd-adapter's fresh verdict on the same Machines, and the member list etcd-adapter saw.
 type view struct {
 	kcpCluster  metav1.Condition
 	kcpMachines map[string]metav1.Condition
+	cpe         cpeView
 	adapter     etcd.HealthVerdict
 	members     []string
 	machines    []string
@@ -72,6 +75,11 @@ func (o *observer) tryRead(ctx context.Context) (view, error) {
 	if c := conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition); c != nil {
 		v.kcpCluster = *c
 	}
+	cpe, err := o.controlPlaneEtcd(ctx)
+	if err != nil {
+		return view{}, err
+	}
+	v.cpe = newCPEView(cpe)
 	var facts []etcd.Machine
 	for _, m := range machines {
 		if c := conditions.Get(m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition); c != nil {
@@ -131,13 +139,15 @@ func same(a, b metav1.Condition) bool {
 	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason
 }
 
-// print writes both sides of a view.
+// print writes every side of a view.
 func (v view) print(step string) {
-	fmt.Printf("[%s] KCP     %s=%s reason=%s %s\n", step, v.kcpCluster.Type, v.kcpCluster.Status, v.kcpCluster.Reason, oneLine(v.kcpCluster.Message))
-	fmt.Printf("[%s] adapter %s=%s reason=%s %s\n", step, v.adapter.Cluster.Type, v.adapter.Cluster.Status, v.adapter.Cluster.Reason, oneLine(v.adapter.Cluster.Message))
+	fmt.Printf("[%s] KCP              %s=%s reason=%s %s\n", step, v.kcpCluster.Type, v.kcpCluster.Status, v.kcpCluster.Reason, oneLine(v.kcpCluster.Message))
+	fmt.Printf("[%s] ControlPlaneEtcd %s=%s reason=%s %s\n", step, v.cpe.cluster.Type, v.cpe.cluster.Status, v.cpe.cluster.Reason, oneLine(v.cpe.cluster.Message))
+	fmt.Printf("[%s]   ControlPlaneEtcd members: %s\n", step, v.cpe.describe())
+	fmt.Printf("[%s] fresh Observe    %s=%s reason=%s %s\n", step, v.adapter.Cluster.Type, v.adapter.Cluster.Status, v.adapter.Cluster.Reason, oneLine(v.adapter.Cluster.Message))
 	for name, k := range v.kcpMachines {
 		a := v.adapter.Machines[name]
-		fmt.Printf("[%s]   Machine %s: KCP %s=%s/%s, adapter %s=%s/%s\n", step, name, k.Type, k.Status, k.Reason, a.Type, a.Status, a.Reason)
+		fmt.Printf("[%s]   Machine %s: KCP %s=%s/%s, fresh Observe %s=%s/%s\n", step, name, k.Type, k.Status, k.Reason, a.Type, a.Status, a.Reason)
 	}
 	fmt.Printf("[%s]   etcd members seen by etcd-adapter: %v (observe error: %v)\n", step, v.members, v.observeErr)
 }

@@ -69,36 +69,56 @@ func (s *sampler) since(t time.Time) []view {
 	return out
 }
 
-// report prints, for the samples of one step, every change of either side's EtcdClusterHealthy
-// and every sample where they disagree (with etcd-adapter's message: its evidence), and returns
-// how many samples disagreed.
-func report(step string, samples []view) int {
-	disagree := 0
-	var lastK, lastA string
+// report prints, for the samples of one step, every change of any side's EtcdClusterHealthy
+// (KCP, the ControlPlaneEtcd status, a fresh observation) and every sample where etcd-adapter
+// disagrees with KCP (with etcd-adapter's evidence), and returns how many samples disagreed.
+func report(step string, samples []view) (cpeDisagree, freshDisagree int) {
+	var last, lastCPE, lastFresh string
 	for _, v := range samples {
 		k := fmt.Sprintf("%s/%s", v.kcpCluster.Status, v.kcpCluster.Reason)
+		c := fmt.Sprintf("%s/%s", v.cpe.cluster.Status, v.cpe.cluster.Reason)
 		a := fmt.Sprintf("%s/%s", v.adapter.Cluster.Status, v.adapter.Cluster.Reason)
-		if k != lastK || a != lastA {
-			fmt.Printf("[%s] %s machines=%v members=%v KCP=%s adapter=%s\n", step, v.at.Format("15:04:05.000"), v.machines, v.members, k, a)
-			lastK, lastA = k, a
+		if now := k + c + a + fmt.Sprint(v.machines, v.cpe.members, v.members); now != last {
+			fmt.Printf("[%s] %s machines=%v KCP=%s | ControlPlaneEtcd members=%v %s | fresh members=%v %s\n",
+				step, v.at.Format("15:04:05.000"), v.machines, k, v.cpe.members, c, v.members, a)
+			last = now
+		}
+		if !same(v.cpe.cluster, v.kcpCluster) {
+			cpeDisagree++
+		}
+		// Note: a difference is printed when it first appears or its messages change, not for
+		// every sample it lasts.
+		if d := v.kcpCluster.Message + v.cpe.cluster.Message + v.cpe.describe(); !same(v.cpe.cluster, v.kcpCluster) && d != lastCPE {
+			lastCPE = d
+			fmt.Printf("[%s]   ControlPlaneEtcd differs at %s: KCP %q; ControlPlaneEtcd %q; its members: %s\n",
+				step, v.at.Format("15:04:05.000"), oneLine(v.kcpCluster.Message), oneLine(v.cpe.cluster.Message), v.cpe.describe())
 		}
 		if !same(v.kcpCluster, v.adapter.Cluster) {
-			disagree++
-			fmt.Printf("[%s]   differ at %s: KCP %q; etcd-adapter %q; etcd-adapter's evidence: %s\n",
+			freshDisagree++
+		}
+		if d := v.kcpCluster.Message + v.adapter.Cluster.Message + v.evidence(); !same(v.kcpCluster, v.adapter.Cluster) && d != lastFresh {
+			lastFresh = d
+			fmt.Printf("[%s]   fresh Observe differs at %s: KCP %q; etcd-adapter %q; etcd-adapter's evidence: %s\n",
 				step, v.at.Format("15:04:05.000"), oneLine(v.kcpCluster.Message), oneLine(v.adapter.Cluster.Message), v.evidence())
 		}
 	}
-	fmt.Printf("[%s] %d samples, %d with a different EtcdClusterHealthy\n", step, len(samples), disagree)
-	return disagree
+	fmt.Printf("[%s] %d samples; EtcdClusterHealthy differs from KCP's in %d (ControlPlaneEtcd status) and %d (fresh Observe)\n",
+		step, len(samples), cpeDisagree, freshDisagree)
+	return cpeDisagree, freshDisagree
 }
 
-// firstSettled returns the first sample at or after t in which etcd-adapter sees exactly the
-// given members (KCP's Machines) and agrees with KCP's EtcdClusterHealthy.
-func firstSettled(samples []view, machines []string) (view, bool) {
+// firstSettled returns the first sample in which settled holds.
+func firstSettled(samples []view, settled func(view) bool) (view, bool) {
 	for _, v := range samples {
-		if slices.Equal(v.members, machines) && slices.Equal(v.machines, machines) && same(v.kcpCluster, v.adapter.Cluster) {
+		if settled(v) {
 			return v, true
 		}
 	}
 	return view{}, false
+}
+
+// settledFresh reports whether a fresh observation sees exactly the given members (KCP's
+// Machines) and agrees with KCP's EtcdClusterHealthy.
+func settledFresh(v view, machines []string) bool {
+	return slices.Equal(v.members, machines) && slices.Equal(v.machines, machines) && same(v.kcpCluster, v.adapter.Cluster)
 }
