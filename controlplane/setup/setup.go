@@ -1,5 +1,5 @@
-// Package setup adds every etcd-adapter controller and the quorum guard webhook to a
-// controller-runtime manager, the one call a manager binary (or a test) makes.
+// Package setup adds every etcd-adapter controller and the webhooks (quorum guard, Machine hook)
+// to a controller-runtime manager, the one call a manager binary (or a test) makes.
 package setup
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/controlplaneetcd"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/machinehook"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
 )
 
@@ -30,13 +31,20 @@ type Options struct {
 	Concurrency int
 	// CallTimeout bounds one observation; zero means the controller's default.
 	CallTimeout time.Duration
-	// Webhooks registers the quorum guard on the manager's webhook server.
+	// Webhooks registers the quorum guard and the Machine hook webhook on the manager's webhook
+	// server.
 	Webhooks bool
+	// WatchFilter and Namespace are the manager's --watch-filter and --namespace (the cache
+	// already applies them); the Machine hook webhook reads uncached and needs them to tell the
+	// Clusters this manager handles.
+	WatchFilter string
+	Namespace   string
 	// AtStep is passed to the ControlPlaneEtcd controller. Only used for testing.
 	AtStep func(ctx context.Context, step string)
 }
 
-// Setup adds the controllers (and, with Options.Webhooks, the quorum guard) to mgr. The returned
+// Setup adds the controllers (and, with Options.Webhooks, the quorum guard and the Machine hook
+// webhook) to mgr. The returned
 // Registry is shared by all of them.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Registry, error) {
 	if opts.ClusterCache == nil {
@@ -55,6 +63,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	}
 	if opts.Webhooks {
 		if err := (&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+		if err := (&machinehook.Webhook{Client: mgr.GetAPIReader(), WatchFilter: opts.WatchFilter, Namespace: opts.Namespace}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
 	}

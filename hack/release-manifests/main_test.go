@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/machinehook"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 )
@@ -35,7 +36,8 @@ func TestComponents(t *testing.T) {
 		byKind[o.GetKind()] = append(byKind[o.GetKind()], o)
 	}
 	for _, kind := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-		"Role", "RoleBinding", "Deployment", "Service", "ValidatingWebhookConfiguration", "Certificate", "Issuer"} {
+		"Role", "RoleBinding", "Deployment", "Service", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+		"Certificate", "Issuer"} {
 		g.Expect(byKind).To(HaveKey(kind))
 	}
 	for _, crd := range byKind["CustomResourceDefinition"] {
@@ -61,13 +63,15 @@ func TestComponents(t *testing.T) {
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	g.Expect(dnsNames).To(ContainElement(svc.GetName() + "." + ns + ".svc"))
 
-	vwc := byKind["ValidatingWebhookConfiguration"][0]
-	g.Expect(vwc.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", ns+"/"+cert.GetName()))
-	hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
-	g.Expect(hooks).NotTo(BeEmpty())
-	for _, h := range hooks {
-		ref, _, _ := unstructured.NestedStringMap(h.(map[string]any), "clientConfig", "service")
-		g.Expect(ref).To(Equal(map[string]string{"name": svc.GetName(), "namespace": ns, "path": quorumguard.Path}))
+	for kind, path := range map[string]string{"ValidatingWebhookConfiguration": quorumguard.Path, "MutatingWebhookConfiguration": machinehook.Path} {
+		wc := byKind[kind][0]
+		g.Expect(wc.GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", ns+"/"+cert.GetName()), kind)
+		hooks, _, _ := unstructured.NestedSlice(wc.Object, "webhooks")
+		g.Expect(hooks).NotTo(BeEmpty(), kind)
+		for _, h := range hooks {
+			ref, _, _ := unstructured.NestedStringMap(h.(map[string]any), "clientConfig", "service")
+			g.Expect(ref).To(Equal(map[string]string{"name": svc.GetName(), "namespace": ns, "path": path}), kind)
+		}
 	}
 }
 

@@ -56,8 +56,7 @@ func Scheme() *runtime.Scheme {
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// New builds the manager with a ClusterCache, the controllers, the quorum guard (with
-// o.Webhooks), health and readiness checks and etcd-adapter's metrics. Start it with
+// New builds the manager with a ClusterCache, the controllers, the webhooks (with o.Webhooks), health and readiness checks and etcd-adapter's metrics. Start it with
 // Start(ctx); it stops when ctx ends.
 func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error) {
 	if err := o.Validate(); err != nil {
@@ -105,6 +104,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	}
 	if _, err := setup.Setup(ctx, mgr, setup.Options{
 		ClusterCache: cc, Concurrency: o.Concurrency, CallTimeout: o.EtcdCallTimeout, Webhooks: o.Webhooks,
+		WatchFilter: o.WatchFilter, Namespace: o.Namespace,
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the etcd-adapter controllers: %w", err)
 	}

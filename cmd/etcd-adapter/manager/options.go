@@ -16,7 +16,7 @@ import (
 const (
 	// DefaultHealthAddr serves /healthz and /readyz (Cluster API providers use :9440).
 	DefaultHealthAddr = ":9440"
-	// DefaultWebhookPort serves the quorum guard (Cluster API providers use 9443).
+	// DefaultWebhookPort serves the webhooks (Cluster API providers use 9443).
 	DefaultWebhookPort = 9443
 	// DefaultWebhookCertDir is where cert-manager's Secret is mounted in the Deployment.
 	DefaultWebhookCertDir = "/tmp/k8s-webhook-server/serving-certs/"
@@ -52,8 +52,8 @@ type Options struct {
 	// --insecure-diagnostics, --tls-min-version, ...).
 	Diagnostics flags.ManagerOptions
 
-	// Webhooks serves the quorum guard; off, no certificate is needed (for example `make run`
-	// against a management cluster without cert-manager).
+	// Webhooks serves the quorum guard and the Machine hook webhook; off, no certificate is
+	// needed (for example `make run` against a management cluster without cert-manager).
 	Webhooks       bool
 	WebhookPort    int
 	WebhookHost    string
@@ -132,7 +132,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Bind address to expose the pprof profiler (e.g. localhost:6060).")
 	flags.AddManagerOptions(fs, &o.Diagnostics)
 	fs.BoolVar(&o.Webhooks, "enable-webhooks", o.Webhooks,
-		"Serve the quorum guard webhook (needs a serving certificate in --webhook-cert-dir).")
+		"Serve the quorum guard and Machine hook webhooks (needs a serving certificate in --webhook-cert-dir). Off, delete the MutatingWebhookConfiguration too: it refuses new control-plane Machines when nothing serves it.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Webhook server port.")
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Webhook server bind host; empty means every interface.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Webhook serving certificate directory.")

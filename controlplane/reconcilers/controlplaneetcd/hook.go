@@ -23,6 +23,9 @@ import (
 // ensureHooks puts the pre-terminate hook on every control-plane Machine that is not deleting,
 // so any deletion (scale-down, remediation, kubectl delete) drains the Node before the member
 // is removed. Adding a hook is no membership change, so all Machines are handled in one pass.
+// Note: the Machine hook webhook (controlplane/webhooks/machinehook) adds the hook at creation;
+// this is the backstop for Machines created before the Cluster was managed, while the webhook
+// could not tell (the Cluster did not exist yet), or with webhooks off.
 func (r *Reconciler) ensureHooks(ctx context.Context, s *scope) error {
 	for _, m := range s.machines {
 		if !m.DeletionTimestamp.IsZero() || m.Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {

@@ -18,11 +18,14 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
-// Defaults maps a control-plane kind to the backend and mode its ControlPlaneEtcd gets.
-var Defaults = map[string]struct {
+// Default is the backend and mode a ControlPlaneEtcd gets when this controller creates it.
+type Default struct {
 	Backend v1alpha1.Backend
 	Mode    v1alpha1.Mode
-}{
+}
+
+// Defaults maps a control-plane kind to the backend and mode its ControlPlaneEtcd gets.
+var Defaults = map[string]Default{
 	"KubeadmControlPlane": {v1alpha1.BackendKubeadm, v1alpha1.ModeObserve},
 	"KThreesControlPlane": {v1alpha1.BackendK3s, v1alpha1.ModeManage},
 	"RKE2ControlPlane":    {v1alpha1.BackendRKE2, v1alpha1.ModeManage},
@@ -61,10 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !cluster.DeletionTimestamp.IsZero() || annotations.HasPaused(cluster) || cluster.Spec.Paused != nil && *cluster.Spec.Paused {
 		return ctrl.Result{}, nil
 	}
-	if _, optOut := cluster.Annotations[v1alpha1.OptOutAnnotation]; optOut {
-		return ctrl.Result{}, nil
-	}
-	d, ok := Defaults[cluster.Spec.ControlPlaneRef.Kind]
+	d, ok := DefaultFor(cluster)
 	if !ok {
 		return ctrl.Result{}, nil
 	}
@@ -72,11 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, &v1alpha1.ControlPlaneEtcd{}); err == nil || !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	cpe := &v1alpha1.ControlPlaneEtcd{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
-		Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: cluster.Name, Backend: d.Backend, Mode: d.Mode},
-	}
+	cpe := newControlPlaneEtcd(cluster, d)
 	if err := controllerutil.SetOwnerReference(cluster, cpe, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to set the owner of ControlPlaneEtcd %s: %w", klog.KObj(cpe), err)
 	}
@@ -88,4 +84,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	log.Info("Created ControlPlaneEtcd", "backend", d.Backend, "mode", d.Mode)
 	return ctrl.Result{}, nil
+}
+
+// DefaultFor is the rule by which a Cluster gets a ControlPlaneEtcd without anyone creating one:
+// its control-plane kind has a default and it did not opt out with v1alpha1.OptOutAnnotation.
+// The Machine hook webhook asks the same rule for a Cluster whose ControlPlaneEtcd does not exist
+// yet, so the two never disagree about which Clusters are managed.
+func DefaultFor(cluster *clusterv1.Cluster) (Default, bool) {
+	if _, optOut := cluster.Annotations[v1alpha1.OptOutAnnotation]; optOut {
+		return Default{}, false
+	}
+	d, ok := Defaults[cluster.Spec.ControlPlaneRef.Kind]
+	return d, ok
+}
+
+// newControlPlaneEtcd builds the Cluster's ControlPlaneEtcd. It carries the Cluster's
+// cluster.x-k8s.io/watch-filter label, so a manager that shares a fleet by --watch-filter (and
+// any label selector on ControlPlaneEtcds) sees it with its Cluster.
+func newControlPlaneEtcd(cluster *clusterv1.Cluster, d Default) *v1alpha1.ControlPlaneEtcd {
+	labels := map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
+	if v, ok := cluster.Labels[clusterv1.WatchLabel]; ok {
+		labels[clusterv1.WatchLabel] = v
+	}
+	return &v1alpha1.ControlPlaneEtcd{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: cluster.Name, Labels: labels},
+		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: cluster.Name, Backend: d.Backend, Mode: d.Mode},
+	}
 }

@@ -1,0 +1,51 @@
+package machinehook
+
+import (
+	"fmt"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+)
+
+// decision is what the webhook does with one new control-plane Machine.
+type decision struct {
+	// addHook puts the pre-terminate hook on the Machine.
+	addHook bool
+	// why is logged with the decision.
+	why string
+	// warning, when set, is returned to the client as an admission warning.
+	warning string
+}
+
+// decide says whether a new control-plane Machine of cluster gets the hook. cpe is the Cluster's
+// ControlPlaneEtcd, nil when it has none (yet): then, for a Cluster this manager handles, the
+// creation controller's rule says which mode it is going to get. For a Cluster outside this
+// manager's --watch-filter or --namespace only an existing ControlPlaneEtcd counts: it shows that
+// a manager handles the Cluster and will release the hook, which the default rule cannot show.
+// It is pure, so every rule has its own test.
+func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled bool) decision {
+	if !cluster.DeletionTimestamp.IsZero() {
+		// The hook would be released without a removal anyway (nothing to keep quorum for).
+		return decision{why: "the Cluster is being deleted"}
+	}
+	if cpe != nil {
+		if cpe.Spec.Mode == v1alpha1.ModeManage {
+			return decision{addHook: true, why: fmt.Sprintf("ControlPlaneEtcd %s is in mode %s", cpe.Name, cpe.Spec.Mode)}
+		}
+		return decision{why: fmt.Sprintf("ControlPlaneEtcd %s is in mode %s", cpe.Name, cpe.Spec.Mode)}
+	}
+	if !handled {
+		why := fmt.Sprintf("Cluster %s is outside this etcd-adapter manager's --watch-filter or --namespace and has no ControlPlaneEtcd yet", cluster.Name)
+		return decision{why: why, warning: why + "; the pre-terminate hook is not added now, and is added by the manager that handles the Cluster"}
+	}
+	d, ok := creation.DefaultFor(cluster)
+	switch {
+	case !ok:
+		return decision{why: fmt.Sprintf("the Cluster has no ControlPlaneEtcd and gets none by default (control plane %q, or opted out)", cluster.Spec.ControlPlaneRef.Kind)}
+	case d.Mode != v1alpha1.ModeManage:
+		return decision{why: fmt.Sprintf("the ControlPlaneEtcd the Cluster gets by default for %s is in mode %s", cluster.Spec.ControlPlaneRef.Kind, d.Mode)}
+	}
+	return decision{addHook: true, why: fmt.Sprintf("the ControlPlaneEtcd the Cluster gets by default for %s is in mode %s", cluster.Spec.ControlPlaneRef.Kind, d.Mode)}
+}

@@ -1,0 +1,56 @@
+package machinehook
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+func Test_decide(t *testing.T) {
+	cluster := func(kind string, annotations map[string]string, deleting bool) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: annotations}}
+		c.Spec.ControlPlaneRef.Kind = kind
+		if deleting {
+			c.DeletionTimestamp = new(metav1.Now())
+		}
+		return c
+	}
+	cpe := func(mode v1alpha1.Mode) *v1alpha1.ControlPlaneEtcd {
+		return &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Mode: mode}}
+	}
+	optOut := map[string]string{v1alpha1.OptOutAnnotation: ""}
+	tests := []struct {
+		name     string
+		cluster  *clusterv1.Cluster
+		cpe      *v1alpha1.ControlPlaneEtcd
+		other    bool
+		wantHook bool
+		wantWarn bool
+	}{
+		{name: "KThreesControlPlane with no ControlPlaneEtcd yet: Manage by default", cluster: cluster("KThreesControlPlane", nil, false), wantHook: true},
+		{name: "RKE2ControlPlane with no ControlPlaneEtcd yet: Manage by default", cluster: cluster("RKE2ControlPlane", nil, false), wantHook: true},
+		{name: "KubeadmControlPlane with no ControlPlaneEtcd yet: Observe by default", cluster: cluster("KubeadmControlPlane", nil, false)},
+		{name: "an opted-out KThreesControlPlane Cluster with no ControlPlaneEtcd", cluster: cluster("KThreesControlPlane", optOut, false)},
+		{name: "an unknown kind with no ControlPlaneEtcd", cluster: cluster("MyControlPlane", nil, false)},
+		{name: "a ControlPlaneEtcd in Manage wins over an unknown kind", cluster: cluster("MyControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), wantHook: true},
+		{name: "a ControlPlaneEtcd in Manage wins over the opt-out (it was created before)", cluster: cluster("KThreesControlPlane", optOut, false), cpe: cpe(v1alpha1.ModeManage), wantHook: true},
+		{name: "a ControlPlaneEtcd in Observe wins over the K3s default", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeObserve)},
+		{name: "a deleting Cluster gets no hook even in Manage", cluster: cluster("KThreesControlPlane", nil, true), cpe: cpe(v1alpha1.ModeManage)},
+		{name: "another shard's K3s Cluster with a ControlPlaneEtcd in Manage: a manager handles it, so the hook", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), other: true, wantHook: true},
+		{name: "another shard's K3s Cluster with no ControlPlaneEtcd: no hook (no manager is known to release it), with a warning", cluster: cluster("KThreesControlPlane", nil, false), other: true, wantWarn: true},
+		{name: "another shard's Cluster with a ControlPlaneEtcd in Observe", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeObserve), other: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			d := decide(tt.cluster, tt.cpe, !tt.other)
+			g.Expect(d.addHook).To(Equal(tt.wantHook), d.why)
+			g.Expect(d.why).NotTo(BeEmpty())
+			g.Expect(d.warning != "").To(Equal(tt.wantWarn), d.warning)
+		})
+	}
+}
