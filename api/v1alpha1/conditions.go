@@ -177,13 +177,15 @@ const (
 	OptOutAnnotation = "etcd-adapter.cluster.x-k8s.io/opt-out"
 )
 
-// Events the controllers record, by reason.
+// Events the ControlPlaneEtcd controller records for each step of a Machine's removal flow, on
+// the Machine and on the ControlPlaneEtcd, by reason.
 const (
 	// EventMemberRemovalBlocked: a deleting Machine waits on a removal that is not safe now.
 	EventMemberRemovalBlocked = "MemberRemovalBlocked"
 	// EventMemberRemoving: the member removal was asked for.
 	EventMemberRemoving = "MemberRemoving"
-	// EventMemberRemoved: the member is gone and the hook released.
+	// EventMemberRemoved: the backend confirmed the member removed; the hook is released on the
+	// next pass, once a fresh observation agrees.
 	EventMemberRemoved = "MemberRemoved"
 	// EventMemberRemovalRejected: etcd or K3s rejected the removal.
 	EventMemberRemovalRejected = "MemberRemovalRejected"
@@ -195,4 +197,27 @@ const (
 	EventLeaderMoved = "LeaderMoved"
 	// EventGhostMemberRemoved: a member with no Machine was removed.
 	EventGhostMemberRemoved = "GhostMemberRemoved"
+	// EventMemberRemovalFailed: asking for the removal failed (etcd or the workload apiserver did
+	// not answer); it is asked again (Warning).
+	EventMemberRemovalFailed = "MemberRemovalFailed"
+	// EventLeaderMoveFailed: leadership could not be moved to any candidate; it is tried again
+	// before the member is removed (Warning).
+	EventLeaderMoveFailed = "LeaderMoveFailed"
+)
+
+// Events the quorum guard records on the Machine whose deletion it answered, and on the
+// Cluster's ControlPlaneEtcd, by reason. Each carries the message the client was given.
+const (
+	// EventDeletionRefused: the deletion was refused because removing the Machine's member
+	// would lose quorum (Warning).
+	EventDeletionRefused = "DeletionRefusedWouldLoseQuorum"
+	// EventDeletionAllowedHealthUnknown: the deletion was let through although etcd's health is
+	// unknown, so it may lose quorum (Warning).
+	EventDeletionAllowedHealthUnknown = "DeletionAllowedHealthUnknown"
+	// EventDeletionAllowedLastMember: the deletion was let through although the Machine hosts
+	// the last etcd member (Warning).
+	EventDeletionAllowedLastMember = "DeletionAllowedLastMember"
+	// EventQuorumGuardSkipped: the deletion was let through unchecked because the Machine
+	// carries SkipQuorumGuardAnnotation (Warning).
+	EventQuorumGuardSkipped = "QuorumGuardSkipped"
 )

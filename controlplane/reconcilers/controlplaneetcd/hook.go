@@ -195,7 +195,9 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	removal, err := s.backend.RemoveMember(callCtx, target)
 	r.atStep(ctx, StepRemovalRequested)
 	if err != nil {
-		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s failed, retrying: %v", target, m.Name, err))
+		msg := fmt.Sprintf("Removing etcd member %s of Machine %s failed, retrying: %v", target, m.Name, err)
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, msg)
+		r.event(s, m, corev1.EventTypeWarning, v1alpha1.EventMemberRemovalFailed, msg)
 		s.wantRequeue(removalPollInterval)
 		log.Info("Member removal failed, retrying", "err", err.Error())
 		return false, nil
@@ -203,7 +205,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	log.Info("Member removal", "state", removal.State, "reason", removal.Reason)
 	switch removal.State {
 	case etcd.RemovalRemoved:
-		r.Recorder.Eventf(m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoved, "Removed etcd member %s (%x) of Node %s", target, target.ID, target.NodeName)
+		r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoved, fmt.Sprintf("Removed etcd member %s (%x) of Node %s", target, target.ID, target.NodeName))
 		// Next pass confirms on a fresh observation and releases the hook (or removes the next
 		// member of the same Node).
 		s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "member removed; confirming")
@@ -214,7 +216,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		rec := s.removalRecord(m, target)
 		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
 	}
-	r.Recorder.Eventf(m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoving, "Removing etcd member %s (%x) of Node %s: %s", target, target.ID, target.NodeName, removal.Reason)
+	r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoving, fmt.Sprintf("Removing etcd member %s (%x) of Node %s: %s", target, target.ID, target.NodeName, removal.Reason))
 	s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", target, m.Name, removal.Reason))
 	s.wantRequeue(removalPollInterval)
 	return false, nil
@@ -238,18 +240,20 @@ func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *cluster
 		}
 		switch move.Outcome {
 		case etcd.LeaderMoved:
-			r.Recorder.Eventf(m, corev1.EventTypeNormal, v1alpha1.EventLeaderMoved, "Moved etcd leadership from %s to %s before removing it", target, c)
+			r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventLeaderMoved, fmt.Sprintf("Moved etcd leadership from %s to %s before removing it", target, c))
 			s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Moved etcd leadership from %s to %s", target, c))
 			return true, nil
 		case etcd.LeaderMoveByBackend:
 			if move.Warning != "" {
-				r.Recorder.Event(m, corev1.EventTypeNormal, v1alpha1.EventLeaderMoved, move.Warning)
+				r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventLeaderMoved, move.Warning)
 			}
 		}
 		return false, nil
 	}
 	if len(errs) > 0 {
-		return false, fmt.Errorf("failed to move etcd leadership off %s: %s", target, strings.Join(errs, "; "))
+		err := fmt.Errorf("failed to move etcd leadership off %s: %s", target, strings.Join(errs, "; "))
+		r.event(s, m, corev1.EventTypeWarning, v1alpha1.EventLeaderMoveFailed, err.Error()+"; retrying")
+		return false, err
 	}
 	return false, nil
 }
@@ -265,7 +269,7 @@ func progressReasonFor(res v1alpha1.RemovalResult) string {
 func (r *Reconciler) stopRemoval(s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, res v1alpha1.RemovalResult, event, why string) error {
 	rec.Result, rec.Message, rec.EndTime = res, why, &metav1.Time{Time: s.now}
 	s.cpe.Status.Removal = &rec
-	r.Recorder.Eventf(m, corev1.EventTypeWarning, event, "Keeping the pre-terminate hook: removal of etcd member %s %s: %s. Set annotation %s on the Machine to release it", rec.Member, strings.ToLower(string(res)), why, v1alpha1.ReleaseHookAnnotation)
+	r.event(s, m, corev1.EventTypeWarning, event, fmt.Sprintf("Keeping the pre-terminate hook: removal of etcd member %s %s: %s. Set annotation %s on the Machine to release it", rec.Member, strings.ToLower(string(res)), why, v1alpha1.ReleaseHookAnnotation))
 	s.setProgressing(progressReasonFor(res), fmt.Sprintf("Removal of etcd member %s of Machine %s %s: %s", rec.Member, m.Name, strings.ToLower(string(res)), why))
 	return nil
 }
@@ -273,7 +277,7 @@ func (r *Reconciler) stopRemoval(s *scope, m *clusterv1.Machine, rec v1alpha1.Me
 // setBlocked says a deleting Machine waits on an unsafe removal, on the status and the Machine.
 func (r *Reconciler) setBlocked(s *scope, m *clusterv1.Machine, msg string) {
 	s.setProgressing(v1alpha1.ProgressingRemovalBlockedReason, msg)
-	r.Recorder.Event(m, corev1.EventTypeWarning, v1alpha1.EventMemberRemovalBlocked, msg)
+	r.event(s, m, corev1.EventTypeWarning, v1alpha1.EventMemberRemovalBlocked, msg)
 	s.wantRequeue(blockedRecheckInterval)
 }
 
@@ -319,6 +323,6 @@ func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine
 		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalReleased, why, &metav1.Time{Time: s.now}
 	}
 	ctrl.LoggerFrom(ctx).Info("Released the pre-terminate hook", "why", why)
-	r.Recorder.Eventf(m, corev1.EventTypeNormal, event, "Released the etcd-adapter pre-terminate hook: %s", why)
+	r.event(s, m, corev1.EventTypeNormal, event, "Released the etcd-adapter pre-terminate hook: "+why)
 	return nil
 }
