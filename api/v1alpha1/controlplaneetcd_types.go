@@ -48,12 +48,23 @@ const (
 	DefaultMemberRemovalTimeout = 10 * time.Minute
 )
 
-// ObservationIntervalOrDefault returns spec.observationInterval, or the default when unset.
+// ObservationIntervalOrDefault returns spec.observationInterval, or DefaultObservationInterval
+// when unset.
 func (s ControlPlaneEtcdSpec) ObservationIntervalOrDefault() time.Duration {
-	if s.ObservationInterval == nil || s.ObservationInterval.Duration <= 0 {
-		return DefaultObservationInterval
+	return s.ObservationIntervalOr(DefaultObservationInterval)
+}
+
+// ObservationIntervalOr returns spec.observationInterval, or managerDefault (the manager's
+// --observation-interval) when unset; the spec always wins. A managerDefault that is not positive
+// means DefaultObservationInterval.
+func (s ControlPlaneEtcdSpec) ObservationIntervalOr(managerDefault time.Duration) time.Duration {
+	switch {
+	case s.ObservationInterval != nil && s.ObservationInterval.Duration > 0:
+		return s.ObservationInterval.Duration
+	case managerDefault > 0:
+		return managerDefault
 	}
-	return s.ObservationInterval.Duration
+	return DefaultObservationInterval
 }
 
 // MemberRemovalTimeoutOrDefault returns spec.memberRemovalTimeout, or the default when unset.
@@ -82,7 +93,8 @@ type ControlPlaneEtcdSpec struct {
 	// +kubebuilder:default=Observe
 	Mode Mode `json:"mode,omitempty"`
 
-	// ObservationInterval is how often etcd is observed when no event arrives; default 30s.
+	// ObservationInterval is how often etcd is observed when no event arrives; unset, the
+	// manager's --observation-interval (default 30s).
 	// +optional
 	ObservationInterval *metav1.Duration `json:"observationInterval,omitempty"`
 

@@ -1,7 +1,7 @@
 // Command etcd-adapter is the etcd-adapter manager: the controllers that keep etcd quorum
 // through control-plane Machine deletions and report each Cluster's etcd in a ControlPlaneEtcd,
-// and the quorum guard webhook. `etcd-adapter --help` lists its flags; docs/quick-start.md shows
-// how to install it with clusterctl.
+// and the webhooks (quorum guard, Machine hook). `etcd-adapter --help` lists its flags;
+// docs/quick-start.md shows how to install it with clusterctl.
 package main
 
 import (
@@ -35,6 +35,10 @@ func main() {
 		os.Exit(1)
 	}
 	pflag.Parse()
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "Invalid flags: %v\n", err)
+		os.Exit(2)
+	}
 
 	if err := logsv1.ValidateAndApply(logOptions, nil); err != nil {
 		fmt.Fprintf(os.Stderr, "Unable to start the manager: %v\n", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -23,6 +24,9 @@ type Registry struct {
 	Client client.Reader
 	// ClusterCache reaches the workload clusters.
 	ClusterCache clustercache.ClusterCache
+	// DialTimeout bounds one port-forward plus TLS handshake of the kubeadm backend; zero means
+	// kubeadm.DefaultDialTimeout.
+	DialTimeout time.Duration
 	// Watchers are added to a workload cluster's cache next to the backend's own, every time a
 	// backend is handed out (the ClusterCache adds each name once per connection).
 	Watchers []clustercache.Watcher
@@ -96,7 +100,7 @@ func (r *Registry) kubeadm(cluster *clusterv1.Cluster) (etcd.Cluster, error) {
 	key := client.ObjectKeyFromObject(cluster)
 	b, err := kubeadm.New(kubeadm.Config{
 		Cluster: key, ClusterUID: cluster.UID, Client: r.Client,
-		RESTConfig: kubeadm.FromClusterCache(r.ClusterCache, key),
+		RESTConfig: kubeadm.FromClusterCache(r.ClusterCache, key), DialTimeout: r.DialTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the kubeadm etcd backend of Cluster %s: %w", key, err)

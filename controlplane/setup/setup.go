@@ -31,6 +31,12 @@ type Options struct {
 	Concurrency int
 	// CallTimeout bounds one observation; zero means the controller's default.
 	CallTimeout time.Duration
+	// DialTimeout bounds one port-forward plus TLS handshake to a kubeadm etcd member; zero means
+	// kubeadm.DefaultDialTimeout.
+	DialTimeout time.Duration
+	// ObservationInterval is how often etcd is observed for a ControlPlaneEtcd without
+	// spec.observationInterval; zero means v1alpha1.DefaultObservationInterval.
+	ObservationInterval time.Duration
 	// Webhooks registers the quorum guard and the Machine hook webhook on the manager's webhook
 	// server.
 	Webhooks bool
@@ -53,11 +59,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	if opts.Concurrency == 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
-	registry := &backends.Registry{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache}
+	registry := &backends.Registry{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, DialTimeout: opts.DialTimeout}
 	if err := (&creation.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}
-	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, Backends: registry, CallTimeout: opts.CallTimeout, AtStep: opts.AtStep}
+	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, Backends: registry,
+		CallTimeout: opts.CallTimeout, ObservationInterval: opts.ObservationInterval, AtStep: opts.AtStep}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
 		return nil, err
 	}

@@ -103,8 +103,8 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 		return nil, err
 	}
 	if _, err := setup.Setup(ctx, mgr, setup.Options{
-		ClusterCache: cc, Concurrency: o.Concurrency, CallTimeout: o.EtcdCallTimeout, Webhooks: o.Webhooks,
-		WatchFilter: o.WatchFilter, Namespace: o.Namespace,
+		ClusterCache: cc, Concurrency: o.Concurrency, Webhooks: o.Webhooks, WatchFilter: o.WatchFilter, Namespace: o.Namespace,
+		CallTimeout: o.EtcdCallTimeout, DialTimeout: o.EtcdDialTimeout, ObservationInterval: o.ObservationInterval,
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the etcd-adapter controllers: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 )
 
@@ -62,6 +64,10 @@ func TestOptions_Validate(t *testing.T) {
 		{name: "zero concurrency", change: func(o *Options) { o.Concurrency = 0 }, expectErr: true},
 		{name: "zero ClusterCache concurrency", change: func(o *Options) { o.ClusterCacheConcurrency = 0 }, expectErr: true},
 		{name: "negative etcd call timeout", change: func(o *Options) { o.EtcdCallTimeout = -time.Second }, expectErr: true},
+		{name: "zero etcd dial timeout", change: func(o *Options) { o.EtcdDialTimeout = 0 }, expectErr: true},
+		{name: "negative etcd dial timeout", change: func(o *Options) { o.EtcdDialTimeout = -time.Second }, expectErr: true},
+		{name: "zero observation interval", change: func(o *Options) { o.ObservationInterval = 0 }, expectErr: true},
+		{name: "negative observation interval", change: func(o *Options) { o.ObservationInterval = -time.Minute }, expectErr: true},
 		{name: "renew deadline not shorter than the lease", change: func(o *Options) {
 			o.LeaderElection, o.LeaderElectionRenewDeadline = true, o.LeaderElectionLeaseDuration
 		}, expectErr: true},
@@ -78,6 +84,26 @@ func TestOptions_Validate(t *testing.T) {
 			g.Expect(o.Validate()).To(Succeed())
 		})
 	}
+}
+
+// TestOptions_AddFlags: the etcd and observation flags parse into Options, and a non-positive
+// value is refused at start-up with the flag's name.
+func TestOptions_AddFlags(t *testing.T) {
+	g := NewWithT(t)
+	o := NewOptions()
+	g.Expect(o.EtcdDialTimeout).To(Equal(kubeadm.DefaultDialTimeout))
+	g.Expect(o.ObservationInterval).To(Equal(v1alpha1.DefaultObservationInterval))
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	g.Expect(fs.Parse([]string{"--etcd-dial-timeout=3s", "--observation-interval=1m30s", "--etcd-call-timeout=7s"})).To(Succeed())
+	g.Expect(o.EtcdDialTimeout).To(Equal(3 * time.Second))
+	g.Expect(o.ObservationInterval).To(Equal(90 * time.Second))
+	g.Expect(o.EtcdCallTimeout).To(Equal(7 * time.Second))
+	g.Expect(o.Validate()).To(Succeed())
+
+	g.Expect(fs.Parse([]string{"--observation-interval=0s"})).To(Succeed())
+	_, err := New(context.Background(), mgmt.Config, o)
+	g.Expect(err).To(MatchError(ContainSubstring("--observation-interval must be positive, got 0s")))
 }
 
 // TestRun runs the manager as its ServiceAccount would, with nothing but the generated RBAC

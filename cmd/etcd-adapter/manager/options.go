@@ -9,7 +9,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/flags"
 
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
 )
 
 // Defaults of Options.
@@ -77,6 +79,11 @@ type Options struct {
 	// EtcdCallTimeout bounds one observation of a workload cluster's etcd; zero means the
 	// controller's default.
 	EtcdCallTimeout time.Duration
+	// EtcdDialTimeout bounds one port-forward plus TLS handshake to a kubeadm etcd member.
+	EtcdDialTimeout time.Duration
+	// ObservationInterval is how often etcd is observed when nothing else happens, for every
+	// ControlPlaneEtcd without spec.observationInterval (the spec wins).
+	ObservationInterval time.Duration
 
 	// SkipNameValidation lets more than one manager run in a process (controller names must be
 	// unique per process otherwise). Only used for tests and the demo.
@@ -104,6 +111,8 @@ func NewOptions() *Options {
 		KubeAPIQPS:                  20,
 		KubeAPIBurst:                30,
 		SyncPeriod:                  DefaultSyncPeriod,
+		EtcdDialTimeout:             kubeadm.DefaultDialTimeout,
+		ObservationInterval:         v1alpha1.DefaultObservationInterval,
 	}
 }
 
@@ -154,6 +163,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The minimum interval at which watched objects are reconciled again.")
 	fs.DurationVar(&o.EtcdCallTimeout, "etcd-call-timeout", o.EtcdCallTimeout,
 		"Bound on one observation of a workload cluster's etcd (0: the controller's default, 10s).")
+	fs.DurationVar(&o.EtcdDialTimeout, "etcd-dial-timeout", o.EtcdDialTimeout,
+		"Bound on opening one port-forward and TLS handshake to a kubeadm etcd member (through the workload apiserver).")
+	fs.DurationVar(&o.ObservationInterval, "observation-interval", o.ObservationInterval,
+		"How often each Cluster's etcd is observed when no event arrives, for ControlPlaneEtcds without spec.observationInterval (which wins).")
 }
 
 // Validate reports flag values that cannot work together.
@@ -167,6 +180,12 @@ func (o *Options) Validate() error {
 	}
 	if o.EtcdCallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--etcd-call-timeout must not be negative, got %s", o.EtcdCallTimeout))
+	}
+	if o.EtcdDialTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--etcd-dial-timeout must be positive, got %s", o.EtcdDialTimeout))
+	}
+	if o.ObservationInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--observation-interval must be positive, got %s", o.ObservationInterval))
 	}
 	if o.LeaderElection && o.LeaderElectionRenewDeadline >= o.LeaderElectionLeaseDuration {
 		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be shorter than --leader-elect-lease-duration (%s)",

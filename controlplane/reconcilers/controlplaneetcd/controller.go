@@ -45,6 +45,10 @@ type Reconciler struct {
 	Recorder record.EventRecorder
 	// CallTimeout bounds one observation; zero means DefaultCallTimeout.
 	CallTimeout time.Duration
+	// ObservationInterval is how often etcd is observed when nothing else happens, for a
+	// ControlPlaneEtcd without spec.observationInterval (which wins); zero means
+	// v1alpha1.DefaultObservationInterval.
+	ObservationInterval time.Duration
 	// Now returns the current time; nil means time.Now. Only used for testing.
 	Now func() time.Time
 	// AtStep, when set, is called at each step boundary of the removal flow (the Step*

@@ -37,10 +37,12 @@ type scope struct {
 	progressing *metav1.Condition
 	// requeueAfter is the shortest wait a phase asked for; zero means the observation interval.
 	requeueAfter time.Duration
+	// observationInterval is the ControlPlaneEtcd's, or the manager's default.
+	observationInterval time.Duration
 }
 
 func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtcd, cluster *clusterv1.Cluster) (*scope, error) {
-	s := &scope{cpe: cpe, cluster: cluster, now: r.now()}
+	s := &scope{cpe: cpe, cluster: cluster, now: r.now(), observationInterval: cpe.Spec.ObservationIntervalOr(r.ObservationInterval)}
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
 		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name},
@@ -114,7 +116,11 @@ func (s *scope) wantRequeue(d time.Duration) {
 
 // requeue is the pass's result: the shortest wait asked for, at most the observation interval.
 func (s *scope) requeue() ctrl.Result {
-	d := s.cpe.Spec.ObservationIntervalOrDefault()
+	d := s.observationInterval
+	if d <= 0 {
+		// A scope not built by newScope (unit tests) has no manager default.
+		d = s.cpe.Spec.ObservationIntervalOrDefault()
+	}
 	if s.observeErr != nil {
 		d = min(d, unreachableRetryInterval)
 	}

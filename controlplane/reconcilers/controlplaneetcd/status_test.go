@@ -1,6 +1,7 @@
 package controlplaneetcd
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
@@ -96,4 +98,26 @@ func Test_setStatus(t *testing.T) {
 		setStatus(s)
 		g.Expect(s.cpe.Status).To(Equal(*first))
 	})
+}
+
+// TestReconciler_newScope_observationInterval: a quiet pass comes back after the
+// ControlPlaneEtcd's spec.observationInterval, or the manager's default when it has none, and
+// sooner when a phase asked.
+func TestReconciler_newScope_observationInterval(t *testing.T) {
+	g := NewWithT(t)
+	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(eventScheme()).Build(), ObservationInterval: time.Minute}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	cpe := &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+
+	s, err := r.newScope(context.Background(), cpe, cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.requeue().RequeueAfter).To(Equal(time.Minute), "the manager's default when the spec has none")
+
+	cpe.Spec.ObservationInterval = &metav1.Duration{Duration: 5 * time.Second}
+	s, err = r.newScope(context.Background(), cpe, cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.requeue().RequeueAfter).To(Equal(5*time.Second), "the spec wins")
+
+	s.wantRequeue(time.Second)
+	g.Expect(s.requeue().RequeueAfter).To(Equal(time.Second), "a phase's shorter wait wins")
 }
