@@ -146,7 +146,8 @@ func TestRun(t *testing.T) {
 }
 
 // TestWatchFilter runs two managers that share a fleet by --watch-filter: each creates and writes
-// the ControlPlaneEtcd of its own Cluster only, and a Cluster without the label gets none.
+// the ControlPlaneEtcd of its own Cluster only (labelled with its shard, as the Cluster), and a
+// Cluster without the label gets none.
 func TestWatchFilter(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -172,6 +173,7 @@ func TestWatchFilter(t *testing.T) {
 	for shard, cluster := range clusters {
 		cpe := waitForStatus(ctx, g, ns, cluster.Name)
 		g.Expect(managersOf(cpe)).To(And(Not(BeEmpty()), HaveEach("etcd-adapter-"+shard)), "ControlPlaneEtcd %s", cpe.Name)
+		g.Expect(cpe.Labels).To(HaveKeyWithValue(clusterv1.WatchLabel, shard), "ControlPlaneEtcd %s carries its Cluster's shard", cpe.Name)
 		c := &clusterv1.Cluster{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c)).To(Succeed())
 		g.Expect(managersOf(c)).NotTo(ContainElement(HavePrefix("etcd-adapter")))

@@ -18,14 +18,14 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
-// Default is the backend and mode a ControlPlaneEtcd gets when this controller creates it.
-type Default struct {
+// DefaultSpec is the backend and mode a ControlPlaneEtcd gets when this controller creates it.
+type DefaultSpec struct {
 	Backend v1alpha1.Backend
 	Mode    v1alpha1.Mode
 }
 
 // Defaults maps a control-plane kind to the backend and mode its ControlPlaneEtcd gets.
-var Defaults = map[string]Default{
+var Defaults = map[string]DefaultSpec{
 	"KubeadmControlPlane": {v1alpha1.BackendKubeadm, v1alpha1.ModeObserve},
 	"KThreesControlPlane": {v1alpha1.BackendK3s, v1alpha1.ModeManage},
 	"RKE2ControlPlane":    {v1alpha1.BackendRKE2, v1alpha1.ModeManage},
@@ -54,7 +54,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 }
 
 // Reconcile creates the Cluster's ControlPlaneEtcd when it should have one and has none. It never
-// updates one: a person may have changed its backend or mode.
+// changes the spec of one (a person may have changed its backend or mode); it only keeps its
+// watch-filter label the Cluster's, so moving a Cluster to another shard moves its
+// ControlPlaneEtcd too.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
@@ -69,8 +71,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	// Note: a cached read first, so the Cluster's many updates cost no write each.
-	if err := r.Client.Get(ctx, req.NamespacedName, &v1alpha1.ControlPlaneEtcd{}); err == nil || !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	existing := &v1alpha1.ControlPlaneEtcd{}
+	if err := r.Client.Get(ctx, req.NamespacedName, existing); err == nil {
+		return ctrl.Result{}, r.syncWatchLabel(ctx, cluster, existing)
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("failed to get ControlPlaneEtcd %s: %w", req.NamespacedName, err)
 	}
 	cpe := newControlPlaneEtcd(cluster, d)
 	if err := controllerutil.SetOwnerReference(cluster, cpe, r.Client.Scheme()); err != nil {
@@ -86,13 +91,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
+// syncWatchLabel gives the ControlPlaneEtcd the Cluster's cluster.x-k8s.io/watch-filter label (or
+// none, as the Cluster), writing only when they differ.
+func (r *Reconciler) syncWatchLabel(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd) error {
+	want, has := cluster.Labels[clusterv1.WatchLabel]
+	got, had := cpe.Labels[clusterv1.WatchLabel]
+	if want == got && has == had {
+		return nil
+	}
+	before := cpe.DeepCopy()
+	if has {
+		if cpe.Labels == nil {
+			cpe.Labels = map[string]string{}
+		}
+		cpe.Labels[clusterv1.WatchLabel] = want
+	} else {
+		delete(cpe.Labels, clusterv1.WatchLabel)
+	}
+	if err := r.Client.Patch(ctx, cpe, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to set label %s of ControlPlaneEtcd %s: %w", clusterv1.WatchLabel, klog.KObj(cpe), err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Set the watch-filter label of ControlPlaneEtcd to the Cluster's", "ControlPlaneEtcd", klog.KObj(cpe), "watchFilter", want)
+	return nil
+}
+
 // DefaultFor is the rule by which a Cluster gets a ControlPlaneEtcd without anyone creating one:
 // its control-plane kind has a default and it did not opt out with v1alpha1.OptOutAnnotation.
 // The Machine hook webhook asks the same rule for a Cluster whose ControlPlaneEtcd does not exist
 // yet, so the two never disagree about which Clusters are managed.
-func DefaultFor(cluster *clusterv1.Cluster) (Default, bool) {
+func DefaultFor(cluster *clusterv1.Cluster) (DefaultSpec, bool) {
 	if _, optOut := cluster.Annotations[v1alpha1.OptOutAnnotation]; optOut {
-		return Default{}, false
+		return DefaultSpec{}, false
 	}
 	d, ok := Defaults[cluster.Spec.ControlPlaneRef.Kind]
 	return d, ok
@@ -101,7 +130,7 @@ func DefaultFor(cluster *clusterv1.Cluster) (Default, bool) {
 // newControlPlaneEtcd builds the Cluster's ControlPlaneEtcd. It carries the Cluster's
 // cluster.x-k8s.io/watch-filter label, so a manager that shares a fleet by --watch-filter (and
 // any label selector on ControlPlaneEtcds) sees it with its Cluster.
-func newControlPlaneEtcd(cluster *clusterv1.Cluster, d Default) *v1alpha1.ControlPlaneEtcd {
+func newControlPlaneEtcd(cluster *clusterv1.Cluster, d DefaultSpec) *v1alpha1.ControlPlaneEtcd {
 	labels := map[string]string{clusterv1.ClusterNameLabel: cluster.Name}
 	if v, ok := cluster.Labels[clusterv1.WatchLabel]; ok {
 		labels[clusterv1.WatchLabel] = v

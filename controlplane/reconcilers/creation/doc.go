@@ -3,5 +3,6 @@
 // members itself), KThreesControlPlane (k3s, Manage) and RKE2ControlPlane (rke2, Manage). The
 // Cluster owns it, so it moves with the Cluster in clusterctl move and goes with it on deletion.
 // A Cluster annotated with v1alpha1.OptOutAnnotation gets none; a person may create one for any
-// other control plane.
+// other control plane. The ControlPlaneEtcd carries the Cluster's cluster.x-k8s.io/watch-filter
+// label (kept equal when the Cluster is relabelled), so it goes with its Cluster's shard.
 package creation

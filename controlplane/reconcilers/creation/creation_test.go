@@ -1,0 +1,93 @@
+package creation
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+func TestReconciler_Reconcile(t *testing.T) {
+	tests := []struct {
+		name        string
+		kind        string
+		labels      map[string]string
+		annotations map[string]string
+		existing    *v1alpha1.ControlPlaneEtcd
+		wantNone    bool
+		wantBackend v1alpha1.Backend
+		wantMode    v1alpha1.Mode
+		wantLabels  map[string]string
+	}{
+		{name: "a K3s Cluster gets a k3s ControlPlaneEtcd in Manage", kind: "KThreesControlPlane",
+			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "a KCP Cluster gets a kubeadm ControlPlaneEtcd in Observe", kind: "KubeadmControlPlane",
+			wantBackend: v1alpha1.BackendKubeadm, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "the Cluster's watch-filter label is copied, so a sharded manager sees the ControlPlaneEtcd", kind: "KThreesControlPlane",
+			labels:      map[string]string{clusterv1.WatchLabel: "shard-a", "other": "not copied"},
+			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage,
+			wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.WatchLabel: "shard-a"}},
+		{name: "an opted-out Cluster gets none", kind: "KThreesControlPlane", annotations: map[string]string{v1alpha1.OptOutAnnotation: ""}, wantNone: true},
+		{name: "an unknown control-plane kind gets none", kind: "MyControlPlane", wantNone: true},
+		{name: "an existing ControlPlaneEtcd keeps its spec and takes the Cluster's new shard label", kind: "KThreesControlPlane",
+			labels: map[string]string{clusterv1.WatchLabel: "shard-b"},
+			existing: &v1alpha1.ControlPlaneEtcd{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Labels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.WatchLabel: "shard-a"}},
+				Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Backend: v1alpha1.BackendRKE2, Mode: v1alpha1.ModeObserve},
+			},
+			wantBackend: v1alpha1.BackendRKE2, wantMode: v1alpha1.ModeObserve,
+			wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.WatchLabel: "shard-b"}},
+		{name: "an existing ControlPlaneEtcd loses the shard label the Cluster lost", kind: "KThreesControlPlane",
+			existing: &v1alpha1.ControlPlaneEtcd{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Labels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.WatchLabel: "shard-a"}},
+				Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeManage},
+			},
+			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			cluster := &clusterv1.Cluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "uid-c", Labels: tt.labels, Annotations: tt.annotations},
+				Spec:       clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: tt.kind, Name: "c"}},
+			}
+			objs := []client.Object{cluster}
+			if tt.existing != nil {
+				objs = append(objs, tt.existing)
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
+			r := &Reconciler{Client: c}
+
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)})
+			g.Expect(err).NotTo(HaveOccurred())
+
+			cpe := &v1alpha1.ControlPlaneEtcd{}
+			err = c.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)
+			if tt.wantNone {
+				g.Expect(err).To(MatchError(ContainSubstring("not found")))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cpe.Spec.Backend).To(Equal(tt.wantBackend))
+			g.Expect(cpe.Spec.Mode).To(Equal(tt.wantMode))
+			g.Expect(cpe.Labels).To(Equal(tt.wantLabels))
+		})
+	}
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
