@@ -18,7 +18,7 @@ var _ = Describe("kubeadm flavour", func() {
 		wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(wl.Close)
-		return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet}, v1alpha1.BackendKubeadm, mode)
+		return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Kubeadm: wl}, v1alpha1.BackendKubeadm, mode)
 	}
 
 	It("reports members, leader and cluster ID in Observe mode and holds no Machine; reports a ghost learner, and removes it once in Manage mode", func(ctx SpecContext) {

@@ -20,24 +20,11 @@ import (
 
 var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() {
 	// markedByMHC creates a MachineHealthCheck on the control plane and waits until it marked
-	// the Machine for remediation.
-	markedByMHC := func(ctx context.Context, c *testCluster, m *clusterv1.Machine, condition corev1.NodeConditionType, status corev1.ConditionStatus) {
-		mhc := &clusterv1.MachineHealthCheck{
-			ObjectMeta: metav1.ObjectMeta{Namespace: c.cluster.Namespace, Name: "control-plane"},
-			Spec: clusterv1.MachineHealthCheckSpec{
-				ClusterName: c.cluster.Name,
-				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
-				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
-					Type: condition, Status: status, TimeoutSeconds: ptr.To[int32](1),
-				}}},
-			},
-		}
-		Expect(mgmt.Client.Create(ctx, mhc)).To(Succeed())
-		Eventually(func(g Gomega) {
-			got := &clusterv1.Machine{}
-			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
-			g.Expect(conditions.IsFalse(got, clusterv1.MachineOwnerRemediatedCondition)).To(BeTrue())
-		}, reconcileTimeout).Should(Succeed(), "MachineHealthCheck must mark Machine %s", m.Name)
+	// the Machines for remediation.
+	markedByMHC := func(ctx context.Context, c *testCluster, condition corev1.NodeConditionType, status corev1.ConditionStatus, machines ...*clusterv1.Machine) {
+		createMHC(ctx, c, clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{{
+			Type: condition, Status: status, TimeoutSeconds: ptr.To[int32](1),
+		}}}, machines...)
 	}
 	// mayRemediate is the test provider's remediation gate on a fresh observation.
 	mayRemediate := func(ctx context.Context, c *testCluster, m *clusterv1.Machine) func(Gomega) string {
@@ -60,9 +47,50 @@ var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() 
 		sick := c.machines["cp-2"]
 		Expect(c.workload.Etcd.StopMember(ctx, c.workload.Etcd.MemberOnNode("cp-2").Name())).To(Succeed())
 		Expect(c.workload.Kubelet("cp-2").SetNotReady(ctx, corev1.ConditionFalse, "KubeletNotReady")).To(Succeed())
-		markedByMHC(ctx, c, sick, corev1.NodeReady, corev1.ConditionFalse)
+		markedByMHC(ctx, c, corev1.NodeReady, corev1.ConditionFalse, sick)
 		gate := mayRemediate(ctx, c, sick)
 		Eventually(gate, reconcileTimeout).Should(HavePrefix(v1alpha1.MemberRemovalSafeReason))
+		Expect(mgmt.Client.Delete(ctx, sick)).To(Succeed())
+		c.expectGone(ctx, sick)
+		delete(c.machines, "cp-2")
+		c.expectMembers(ctx, 2)
+	}, SpecTimeout(4*time.Minute))
+
+	It("refuses to remediate either of two unhealthy Machines whose members are both down (quorum lost), with the reason; once a person restarts one member, remediates the other", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
+		c.expectMembers(ctx, 3)
+		restarted, sick := c.machines["cp-1"], c.machines["cp-2"]
+		restartedMember := c.workload.Etcd.MemberOnNode("cp-1").Name()
+		before := memberIDs(ctx, c)
+		for _, node := range []string{"cp-1", "cp-2"} {
+			Expect(c.workload.Etcd.StopMember(ctx, c.workload.Etcd.MemberOnNode(node).Name())).To(Succeed())
+			Expect(c.workload.Kubelet(node).SetNotReady(ctx, corev1.ConditionFalse, "KubeletNotReady")).To(Succeed())
+		}
+		markedByMHC(ctx, c, corev1.NodeReady, corev1.ConditionFalse, restarted, sick)
+		Eventually(func(g Gomega) {
+			cond := findCondition(c.status(ctx), v1alpha1.AvailableCondition)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal(v1alpha1.AvailableQuorumLostReason))
+		}, reconcileTimeout).Should(Succeed())
+
+		By("asking to remediate each: with 3 voters and 2 down etcd cannot commit a membership change at all")
+		for _, m := range []*clusterv1.Machine{restarted, sick} {
+			gate := mayRemediate(ctx, c, m)
+			Eventually(gate, reconcileTimeout).Should(And(HavePrefix(v1alpha1.MemberRemovalQuorumLostReason), ContainSubstring("of 3 voters are healthy")))
+			err := mgmt.Client.Delete(ctx, m)
+			Expect(err).To(HaveOccurred(), "the quorum guard must refuse remediating Machine %s", m.Name)
+			Expect(err.Error()).To(ContainSubstring(v1alpha1.MemberRemovalQuorumLostReason))
+		}
+
+		By("a person restarts the member on cp-1: one member is down, so only its Machine may be remediated")
+		Expect(c.workload.Etcd.Member(restartedMember).Restart(ctx)).To(Succeed())
+		Expect(c.workload.Kubelet("cp-1").SetReady(ctx)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(c.status(ctx).Status.HealthyVoters).To(HaveValue(BeEquivalentTo(2)))
+		}, reconcileTimeout).Should(Succeed())
+		Expect(memberIDs(ctx, c)).To(Equal(before), "nothing was removed while quorum was lost")
+		Eventually(mayRemediate(ctx, c, restarted), reconcileTimeout).Should(And(HavePrefix(v1alpha1.MemberRemovalWouldLoseQuorumReason), ContainSubstring("1 of 2 voters are healthy")))
+		Eventually(mayRemediate(ctx, c, sick), reconcileTimeout).Should(HavePrefix(v1alpha1.MemberRemovalSafeReason))
 		Expect(mgmt.Client.Delete(ctx, sick)).To(Succeed())
 		c.expectGone(ctx, sick)
 		delete(c.machines, "cp-2")
@@ -78,7 +106,7 @@ var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() 
 		// The Machine is unhealthy for the MachineHealthCheck (memory pressure) while its etcd
 		// member is healthy, as in the KCP proposal's scenario.
 		setNodeCondition(ctx, c, "cp-1", corev1.NodeMemoryPressure, corev1.ConditionTrue)
-		markedByMHC(ctx, c, sick, corev1.NodeMemoryPressure, corev1.ConditionTrue)
+		markedByMHC(ctx, c, corev1.NodeMemoryPressure, corev1.ConditionTrue, sick)
 		gate := mayRemediate(ctx, c, sick)
 		Eventually(gate, reconcileTimeout).Should(And(HavePrefix(v1alpha1.MemberRemovalWouldLoseQuorumReason), ContainSubstring("1 of 2 voters are healthy")))
 		err := mgmt.Client.Delete(ctx, sick)
@@ -86,6 +114,27 @@ var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() 
 		Expect(err.Error()).To(ContainSubstring(unresponsive))
 	}, SpecTimeout(3*time.Minute))
 })
+
+// createMHC creates a MachineHealthCheck with the checks on the control plane and waits until it
+// marked the Machines for remediation.
+func createMHC(ctx context.Context, c *testCluster, checks clusterv1.MachineHealthCheckChecks, machines ...*clusterv1.Machine) {
+	mhc := &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.cluster.Namespace, Name: "control-plane"},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: c.cluster.Name,
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
+			Checks:      checks,
+		},
+	}
+	Expect(mgmt.Client.Create(ctx, mhc)).To(Succeed())
+	for _, m := range machines {
+		Eventually(func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(conditions.IsFalse(got, clusterv1.MachineOwnerRemediatedCondition)).To(BeTrue())
+		}, reconcileTimeout).Should(Succeed(), "MachineHealthCheck must mark Machine %s", m.Name)
+	}
+}
 
 func setNodeCondition(ctx context.Context, c *testCluster, node string, t corev1.NodeConditionType, status corev1.ConditionStatus) {
 	n := &corev1.Node{}

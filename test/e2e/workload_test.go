@@ -15,6 +15,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/k3ssim"
 	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
 	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
@@ -54,7 +55,7 @@ func startK3sCluster(ctx context.Context, opts k3sOptions) *testCluster {
 	wl, err := workload.StartK3s(ctx, workload.K3sOptions{Version: opts.version, Members: opts.members, Tick: 200 * time.Millisecond})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(wl.Close)
-	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
+	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Simulator: wl.Simulator}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
 }
 
 // workloadParts are what the tests use of either flavour's workload cluster.
@@ -63,6 +64,9 @@ type workloadParts struct {
 	Etcd      *etcdcluster.Cluster
 	Nodes     []string
 	Kubelet   func(node string) *kubelet.Kubelet
+	// Simulator is the K3s simulator of a K3s cluster; Kubeadm the kubeadm cluster itself.
+	Simulator *k3ssim.Simulator
+	Kubeadm   *workload.Kubeadm
 }
 
 // registerTestCluster registers the workload cluster (with its etcd CA, as KCP keeps it),
@@ -81,10 +85,13 @@ func registerTestCluster(ctx context.Context, wl workloadParts, backend v1alpha1
 		Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: name, Backend: backend, Mode: mode,
 			ObservationInterval: &metav1.Duration{Duration: observationInterval}},
 	}
-	Expect(mgmt.Client.Create(ctx, c.cpe)).To(Succeed())
+	// Note: the Machines are bound before the ControlPlaneEtcd exists. In Manage mode a kubeadm
+	// member whose Node has no Machine yet counts as a ghost, and etcd-adapter removes it (one
+	// per pass, when quorum allows) while the remaining Machines are still being created.
 	for _, node := range wl.Nodes {
 		c.machines[node] = bindMachine(ctx, c.cluster, wl.APIServer.Client, node)
 	}
+	Expect(mgmt.Client.Create(ctx, c.cpe)).To(Succeed())
 	if mode == v1alpha1.ModeManage {
 		c.waitForHooks(ctx)
 	}
@@ -94,19 +101,37 @@ func registerTestCluster(ctx context.Context, wl workloadParts, backend v1alpha1
 // bindMachine gives the Node a providerID and creates a control-plane Machine reporting it;
 // Cluster API's Machine controller then binds them (status.nodeRef).
 func bindMachine(ctx context.Context, cluster *clusterv1.Cluster, wl client.Client, node string) *clusterv1.Machine {
-	providerID := fmt.Sprintf("test://%s/%s", cluster.Namespace, node)
+	setProviderID(ctx, wl, node, providerIDOf(cluster, node))
+	m := createMachine(ctx, cluster, node)
+	waitForNodeRef(ctx, m, node)
+	return m
+}
+
+// createMachine creates the control-plane Machine for the Node, before the Node exists, as
+// Cluster API creates a Machine before its Node joins; it is provisioning until bindNode.
+func createMachine(ctx context.Context, cluster *clusterv1.Cluster, node string) *clusterv1.Machine {
+	m, err := env.CreateControlPlaneMachine(ctx, mgmt.Client, env.MachineInput{Cluster: cluster, Name: "m-" + node, ProviderID: providerIDOf(cluster, node)})
+	Expect(err).NotTo(HaveOccurred())
+	return m
+}
+
+func providerIDOf(cluster *clusterv1.Cluster, node string) string {
+	return fmt.Sprintf("test://%s/%s", cluster.Namespace, node)
+}
+
+func setProviderID(ctx context.Context, wl client.Client, node, providerID string) {
 	n := &corev1.Node{}
 	Expect(wl.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
 	before := n.DeepCopy()
 	n.Spec.ProviderID = providerID
 	Expect(wl.Patch(ctx, n, client.MergeFrom(before))).To(Succeed())
-	m, err := env.CreateControlPlaneMachine(ctx, mgmt.Client, env.MachineInput{Cluster: cluster, Name: "m-" + node, ProviderID: providerID})
-	Expect(err).NotTo(HaveOccurred())
+}
+
+func waitForNodeRef(ctx context.Context, m *clusterv1.Machine, node string) {
 	Eventually(func(g Gomega) {
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
 		g.Expect(m.Status.NodeRef.Name).To(Equal(node))
-	}, reconcileTimeout).Should(Succeed())
-	return m
+	}, reconcileTimeout).Should(Succeed(), "Cluster API must bind Machine %s to Node %s", m.Name, node)
 }
 
 func (c *testCluster) waitForHooks(ctx context.Context) {
