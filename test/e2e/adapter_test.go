@@ -12,7 +12,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/machinehook"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
 )
@@ -30,11 +33,24 @@ type adapterManager struct {
 	done   chan error
 	once   sync.Once
 	err    error
+	// stopped is closed by Stop.
+	stopped chan struct{}
 }
 
 // startAdapter starts the etcd-adapter manager; atStep, when set, is called at each step boundary
 // of the removal flow (see controlplaneetcd.Reconciler.AtStep).
 func startAdapter(ctx context.Context, mgmt *env.Management, atStep func(context.Context, string)) (*adapterManager, error) {
+	return startAdapterWith(ctx, mgmt, atStep, false)
+}
+
+// startWebhooksOnly starts an etcd-adapter manager that serves the webhooks (the Machine hook
+// and the quorum guard) and runs no controller: etcd-adapter's controllers are down (a crash
+// loop, a rollout of the Deployment) while its webhook Pods still answer.
+func startWebhooksOnly(ctx context.Context, mgmt *env.Management) (*adapterManager, error) {
+	return startAdapterWith(ctx, mgmt, nil, true)
+}
+
+func startAdapterWith(ctx context.Context, mgmt *env.Management, atStep func(context.Context, string), webhooksOnly bool) (*adapterManager, error) {
 	wio := mgmt.WebhookInstallOptions()
 	opts := capi.ManagerOptions(scheme)
 	opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
@@ -43,13 +59,20 @@ func startAdapter(ctx context.Context, mgmt *env.Management, atStep func(context
 		return nil, fmt.Errorf("failed to create the etcd-adapter manager: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	a := &adapterManager{mgmt: mgmt, cancel: cancel, done: make(chan error, 1)}
+	a := &adapterManager{mgmt: mgmt, cancel: cancel, done: make(chan error, 1), stopped: make(chan struct{})}
 	cc, err := capi.SetupClusterCache(ctx, mgr)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	if _, err := setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: observeTimeout, AtStep: atStep}); err != nil {
+	if webhooksOnly {
+		registry := &backends.Registry{Client: mgr.GetClient(), ClusterCache: cc}
+		err = errors.Join((&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr),
+			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
+	} else {
+		_, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: observeTimeout, AtStep: atStep})
+	}
+	if err != nil {
 		cancel()
 		return nil, err
 	}
@@ -67,9 +90,20 @@ func startAdapter(ctx context.Context, mgmt *env.Management, atStep func(context
 	return a, nil
 }
 
+// Running reports whether the manager was not stopped.
+func (a *adapterManager) Running() bool {
+	select {
+	case <-a.stopped:
+		return false
+	default:
+		return true
+	}
+}
+
 // Stop stops the manager, as a crash would stop it between two calls. It is safe to call twice.
 func (a *adapterManager) Stop() error {
 	a.once.Do(func() {
+		defer close(a.stopped)
 		a.cancel()
 		select {
 		case err := <-a.done:
