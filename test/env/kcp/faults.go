@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,4 +91,35 @@ func (e *Env) EtcdMembers(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// MemberNoSpace raises a NOSPACE alarm for the etcd member on the Machine's Node, as etcd's
+// quota check does when the member's database is full; the member keeps running and answering.
+func (e *Env) MemberNoSpace(ctx context.Context, machineName string) error {
+	c := e.Etcd()
+	if c == nil {
+		return fmt.Errorf("failed to raise NOSPACE on %s: etcd is not initialized", machineName)
+	}
+	m := c.MemberOnNode(machineName)
+	if m == nil {
+		return fmt.Errorf("failed to raise NOSPACE on %s: no member on that Node", machineName)
+	}
+	return c.RaiseNoSpace(ctx, m.Name())
+}
+
+// DisarmAlarms disarms every etcd alarm, as `etcdctl alarm disarm` does.
+func (e *Env) DisarmAlarms(ctx context.Context) error {
+	c := e.Etcd()
+	if c == nil {
+		return fmt.Errorf("failed to disarm etcd alarms: etcd is not initialized")
+	}
+	cli, err := c.NewClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{}); err != nil {
+		return fmt.Errorf("failed to disarm etcd alarms: %w", err)
+	}
+	return nil
 }

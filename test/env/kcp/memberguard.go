@@ -24,9 +24,18 @@ const guardPoll = 2 * time.Millisecond
 // soon as it sees the member gone from its own member list. Clients see what they would see
 // from a crashed etcd: the connection drops.
 //
-// Note: this narrows the window to the poll period; it cannot close it.
+// To narrow the window further the guard also watches the leader: the leader applies a
+// membership change before the followers learn it is committed, so a removal seen in the
+// leader's member list cuts the follower off before it applies its own removal. The guard then
+// stops the member at once, as a real removed etcd stops itself soon after; a member stopped
+// before it applied its removal never reaches the panic.
+//
+// Note: this narrows the window (to the poll period when the member applies its removal as
+// soon as the leader does); it cannot close it.
 type memberGuard struct {
-	member   *etcdcluster.Member
+	member *etcdcluster.Member
+	// peers returns every member of the cluster, for the leader's view.
+	peers    func() []*etcdcluster.Member
 	listener net.Listener
 	stopped  chan struct{}
 	wg       sync.WaitGroup
@@ -36,12 +45,12 @@ type memberGuard struct {
 	removed bool
 }
 
-func startGuard(m *etcdcluster.Member) (*memberGuard, error) {
+func startGuard(m *etcdcluster.Member, peers func() []*etcdcluster.Member) (*memberGuard, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("failed to listen for the etcd guard of %s: %w", m.Name(), err)
 	}
-	g := &memberGuard{member: m, listener: ln, stopped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	g := &memberGuard{member: m, peers: peers, listener: ln, stopped: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	g.wg.Go(g.accept)
 	g.wg.Go(g.watch)
 	return g, nil
@@ -99,7 +108,8 @@ func (g *memberGuard) untrack(conns ...net.Conn) {
 	}
 }
 
-// watch cuts the member off once it no longer finds itself in its member list.
+// watch cuts the member off and stops it once the leader's member list or its own no longer
+// has it.
 func (g *memberGuard) watch() {
 	t := time.NewTicker(guardPoll)
 	defer t.Stop()
@@ -109,8 +119,10 @@ func (g *memberGuard) watch() {
 			return
 		case <-t.C:
 		}
-		if g.selfRemoved() {
+		if g.selfRemoved() || g.removedByLeader() {
 			g.cutOff()
+			// Note: Kill, not a graceful stop: a removed member has nothing to hand over.
+			_ = g.member.Kill()
 			return
 		}
 	}
@@ -122,6 +134,31 @@ func (g *memberGuard) selfRemoved() bool {
 		return false
 	}
 	return e.Server.Cluster().Member(e.Server.MemberID()) == nil
+}
+
+// removedByLeader reports whether a running member that leads (and lists itself) no longer
+// lists this member.
+func (g *memberGuard) removedByLeader() bool {
+	e := g.member.Etcd()
+	if e == nil || e.Server == nil || g.peers == nil {
+		return false
+	}
+	self := e.Server.MemberID()
+	for _, p := range g.peers() {
+		if p == g.member || !p.Running() {
+			continue
+		}
+		pe := p.Etcd()
+		if pe == nil || pe.Server == nil || pe.Server.Cluster() == nil {
+			continue
+		}
+		id := pe.Server.MemberID()
+		if pe.Server.Leader() != id || pe.Server.Cluster().Member(id) == nil {
+			continue
+		}
+		return pe.Server.Cluster().Member(self) == nil
+	}
+	return false
 }
 
 func (g *memberGuard) cutOff() {

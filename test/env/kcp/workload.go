@@ -128,7 +128,7 @@ func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID st
 	if err != nil {
 		return err
 	}
-	guard, err := startGuard(member)
+	guard, err := startGuard(member, w.members)
 	if err != nil {
 		return err
 	}
@@ -218,6 +218,14 @@ func (w *workloadCluster) kubelet(nodeName string) *kubelet.Kubelet {
 	return w.kubelets[nodeName]
 }
 
+// members returns the etcd cluster's members, none before kubeadm init.
+func (w *workloadCluster) members() []*etcdcluster.Member {
+	if c := w.etcdCluster(); c != nil {
+		return c.Members()
+	}
+	return nil
+}
+
 // etcdCluster returns the etcd cluster, nil before kubeadm init.
 func (w *workloadCluster) etcdCluster() *etcdcluster.Cluster {
 	w.mu.Lock()
@@ -226,18 +234,22 @@ func (w *workloadCluster) etcdCluster() *etcdcluster.Cluster {
 }
 
 // close stops every kubelet stand-in and etcd; the apiserver is stopped by its owner.
+//
+// Note: nothing is stopped under w.mu, because a memberGuard's watch takes it (members).
 func (w *workloadCluster) close() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	kubelets, guards, c := w.kubelets, w.guards, w.etcd
+	w.kubelets, w.guards = map[string]*kubelet.Kubelet{}, map[string]*memberGuard{}
+	w.mu.Unlock()
 	var errs []error
-	for _, kl := range w.kubelets {
+	for _, kl := range kubelets {
 		errs = append(errs, kl.Stop())
 	}
-	for _, g := range w.guards {
+	for _, g := range guards {
 		errs = append(errs, g.Close())
 	}
-	if w.etcd != nil {
-		errs = append(errs, w.etcd.Close())
+	if c != nil {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
 }
