@@ -70,6 +70,9 @@ func (v cpeView) describe() string {
 		if m.Message != "" {
 			s += ": " + oneLine(m.Message)
 		}
+		if len(m.Alarms) > 0 {
+			s += fmt.Sprintf(" alarms %v", m.Alarms)
+		}
 		out = append(out, s+")")
 	}
 	ft := "unset"

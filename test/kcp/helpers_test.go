@@ -16,6 +16,11 @@ import (
 	kcpenv "github.com/etcd-adapter/etcd-adapter/test/env/kcp"
 )
 
+// waitTimeout bounds a wait for the controllers to react to a fault or a change. It is generous
+// because the 2-core machine running the tests is often busy with other suites; a step that
+// ends sooner goes on at once.
+const waitTimeout = 4 * time.Minute
+
 // waitAvailable waits until KCP reports replicas Machines ready and available, Available True
 // and its etcd cluster healthy.
 func waitAvailable(ctx context.Context, g Gomega, e *kcpenv.Env, replicas int32) *controlplanev1.KubeadmControlPlane {
