@@ -152,7 +152,9 @@ func waitUnmarked(ctx context.Context, g Gomega, e *kcpenv.Env, mhc *clusterv1.M
 // so KCP finds the remediation safe and deletes the Machine. The quorum guard, which asked every
 // member, refuses that Delete; KCP records MachineOwnerRemediated False with reason
 // RemediationInternalError and retries with backoff (reconcileUnhealthyMachines), each retry
-// refused, while etcd-adapter's ControlPlaneEtcd says why.
+// refused, while etcd-adapter's ControlPlaneEtcd says why. Without the guard the Machine would
+// be deleted and drained, and KCP's kcp-cleanup hook would then fail on etcd's own refusal of
+// the removal, for ever (see personDeletes).
 func refuseRemediation(ctx context.Context, g Gomega, e *kcpenv.Env, o *observer, victim, down, healthy string) {
 	const step = "remediation refused by the guard"
 	start := time.Now()
@@ -227,16 +229,19 @@ func refuseRemediation(ctx context.Context, g Gomega, e *kcpenv.Env, o *observer
 // Machine would leave one healthy member of two; the quorum guard refuses it, naming the
 // members.
 //
-// Without the guard the Delete would go through and KCP's own kcp-cleanup pre-terminate hook
-// would hold the Machine for ever: reconcilePreTerminateHook
-// (reconcilers/kubeadmcontrolplane/kubeadmcontrolplane_controller.go) runs
-// targetEtcdClusterHealthy for the deleting Machine's member and, while it is false, logs
-// "Cannot delete control plane Machine ..., the operation can lead to etcd quorum loss" and
-// requeues after deleteRequeueAfter (30 s) with no end; by then the Machine controller has
-// drained the Node (the hook is waited on after the drain). (Whether KCP counts the stopped
-// member as unhealthy there is refuseRemediation's question: with a member it sees down,
-// e.g. an alarm, it waits; with a stopped one it would remove the healthy member and lose
-// quorum.)
+// Without the guard the Delete would go through, the Machine controller would drain the Node
+// and then wait on KCP's kcp-cleanup pre-terminate hook, which would never be released:
+// reconcilePreTerminateHook (reconcilers/kubeadmcontrolplane/kubeadmcontrolplane_controller.go)
+// checks targetEtcdClusterHealthy for the deleting Machine's member. For a member KCP sees
+// unhealthy (an alarm, kcpRefusesRemediation) that is false: KCP logs "Cannot delete control
+// plane Machine ..., the operation can lead to etcd quorum loss" and requeues after
+// deleteRequeueAfter (30 s), with no end. For a stopped member, as here, KCP counts it healthy
+// (see refuseRemediation), so the check passes and KCP calls RemoveEtcdMember; etcd itself
+// refuses it (mayRemoveMember in etcd v3.6's etcdserver/server.go: with strict reconfig check,
+// kubeadm's default, a removal that leaves fewer active voters than a quorum fails with
+// "etcdserver: unhealthy cluster"), KCP returns the error and retries with backoff, with no end.
+// (Derived from KCP's and etcd's code; the test does not run it, since without the guard's
+// refusal the Machine would be drained and held for ever.)
 //
 // Deleting the down member's Machine is safe (two healthy of two remain): it goes through,
 // KCP's hook removes the member (etcd's own member list no longer has it), the Machine goes
