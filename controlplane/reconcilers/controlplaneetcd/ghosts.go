@@ -13,13 +13,19 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// reconcileGhosts removes one member that no control-plane Machine accounts for (a member on no
-// Machine's Node, or a learner that never started because its Machine's Node never registered),
-// in Manage mode on kubeadm clusters. K3s cannot see such members (its snapshots declare the
-// blind spot), so EtcdClusterHealthy reports that instead.
+// reconcileGhosts removes one member that never started (a learner whose Machine's Node never
+// registered) or that no Node hosts (the member of a Machine deleted without its hook, whose
+// Node Cluster API deleted), in Manage mode on
+// kubeadm clusters. K3s cannot see such members (its snapshots declare the blind spot), so
+// EtcdClusterHealthy reports that instead.
 //
 // Note: while a Machine is provisioning its member may not be mapped yet, so nothing is removed
 // then (as KCP does); and the removal must keep quorum like any other.
+//
+// Important! A member on a Node that exists is never removed here, even when no Machine is bound
+// to that Node: it serves that Node's control plane, and its Machine may simply not exist yet (a
+// ControlPlaneEtcd created before the Machines, Machines recreated after a restore, a Node joined
+// by hand). Status reports it; a person decides.
 func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.cpe.Spec.Backend != v1alpha1.BackendKubeadm || s.snapshot == nil || s.controlPlaneDeleting {
 		return ctrl.Result{}, nil
@@ -58,7 +64,8 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 func (s *scope) firstGhost() (etcd.Member, bool) {
 	var ghosts []etcd.Member
 	for _, m := range s.snapshot.Members {
-		if !m.Started() || s.machineOnNode(m.NodeName) == nil {
+		// A member that never started serves nothing; one on no Node was left behind.
+		if !m.Started() || m.NodeName == "" {
 			ghosts = append(ghosts, m)
 		}
 	}

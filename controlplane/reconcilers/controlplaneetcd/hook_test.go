@@ -66,3 +66,33 @@ func Test_scope_otherPreTerminateHooks(t *testing.T) {
 		g.Expect(s.otherPreTerminateHooks(m)).To(BeEmpty())
 	})
 }
+
+func Test_firstGhost(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(s *scope)
+		wantGhost uint64 // 0: none
+	}{
+		{"Every member on a Machine's Node: no ghost", func(*scope) {}, 0},
+		{"A member no Node hosts is a ghost", func(s *scope) { s.snapshot.Members[2].NodeName = "" }, 3},
+		{"A member that never started is a ghost, wherever it is placed", func(s *scope) { s.snapshot.Members[1].Name = "" }, 2},
+		{"A started member on a Node without a Machine is not removed: its Machine may not exist yet", func(s *scope) {
+			s.machines = s.machines[:2]
+		}, 0},
+		{"With no Machine at all, no member on a live Node is a ghost", func(s *scope) { s.machines = nil }, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := testScope(3)
+			tt.setup(s)
+			ghost, ok := s.firstGhost()
+			if tt.wantGhost == 0 {
+				g.Expect(ok).To(BeFalse(), "got ghost %v", ghost)
+				return
+			}
+			g.Expect(ok).To(BeTrue())
+			g.Expect(ghost.ID).To(Equal(tt.wantGhost))
+		})
+	}
+}
