@@ -45,6 +45,8 @@ var unusedAllowed = []rbaccheck.UnusedAllowance{
 		Why: "the diagnostics endpoint (--diagnostics-address) authenticates scrapers; the suite's managers serve no metrics; TestRun in cmd/etcd-adapter/manager scrapes it"},
 	{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verb: "create",
 		Why: "the diagnostics endpoint (--diagnostics-address) authorizes scrapers; the suite's managers serve no metrics; TestRun in cmd/etcd-adapter/manager scrapes it"},
+	{Group: "etcdadapter.cluster.x-k8s.io", Resource: "controlplaneetcds", Verb: "patch",
+		Why: "the creation controller patches a ControlPlaneEtcd's cluster.x-k8s.io/watch-filter label when its Cluster is relabelled; the suite runs no --watch-filter and relabels no Cluster; the creation controller's unit tests cover it"},
 }
 
 // setUpAdapterIdentity installs the generated ClusterRole, binds it to the manager's

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,8 +24,13 @@ var _ = Describe("A member removal that stops", func() {
 	// expectStopped waits until the removal of the Machine's member stopped with the result,
 	// and checks that the status, the Machine's Events and the kept hook say so.
 	expectStopped := func(ctx context.Context, c *testCluster, m *clusterv1.Machine, result v1alpha1.RemovalResult, progressing, event, why string) {
+		memberID := c.workload.Etcd.MemberOnNode(m.Status.NodeRef.Name).ID()
 		Eventually(func(g Gomega) {
 			cpe := c.status(ctx)
+			if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{}); apierrors.IsNotFound(err) {
+				StopTrying(fmt.Sprintf("the hook was released and Machine %s deleted while its etcd member %x is still a member (%v); status.removal: %+v",
+					m.Name, memberID, slices.Contains(memberIDs(ctx, c), memberID), cpe.Status.Removal)).Now()
+			}
 			g.Expect(cpe.Status.Removal).NotTo(BeNil())
 			g.Expect(cpe.Status.Removal.MachineName).To(Equal(m.Name))
 			g.Expect(cpe.Status.Removal.Result).To(Equal(result))

@@ -320,6 +320,12 @@ type UnusedAllowance struct {
 	Why string
 }
 
+// explains reports whether the allowance explains the grant: same group and verb, and the same
+// resource or a grant of every resource ("*") of the group.
+func (a UnusedAllowance) explains(g Grant) bool {
+	return a.Group == g.Group && a.Verb == g.Verb && (a.Resource == g.Resource || g.Resource == "*")
+}
+
 // discoveryPaths are the non-resource URLs every authenticated user may GET through the
 // system:discovery and system:public-info-viewer ClusterRoles Kubernetes binds by default.
 var discoveryPaths = []string{"/api", "/api/*", "/apis", "/apis/*", "/version", "/version/", "/openapi", "/openapi/*", "/healthz", "/livez", "/readyz"}
@@ -362,9 +368,7 @@ func Check(requests []Request, sets []RuleSet, allowUnused []UnusedAllowance) Re
 			if slices.ContainsFunc(requests, func(r Request) bool { _, ok := one.Allows(r); return ok }) {
 				continue
 			}
-			if slices.ContainsFunc(allowUnused, func(a UnusedAllowance) bool {
-				return a.Group == g.Group && a.Resource == g.Resource && a.Verb == g.Verb
-			}) {
+			if slices.ContainsFunc(allowUnused, func(a UnusedAllowance) bool { return a.explains(g) }) {
 				res.AllowedUnused = append(res.AllowedUnused, g)
 				continue
 			}

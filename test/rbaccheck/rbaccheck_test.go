@@ -147,6 +147,14 @@ func TestCheck(t *testing.T) {
 		g.Expect(res.AllowedUnused).To(ConsistOf(Grant{Role: "lists", Resource: "secrets", Verb: "list"}))
 		g.Expect(res.Unused).To(ConsistOf(Grant{Role: "lists", Resource: "configmaps", Verb: "list"}))
 	})
+	t.Run("A list grant of every resource of a group is explained by a watch-list of one of them", func(t *testing.T) {
+		g := NewWithT(t)
+		wild := RuleSet{Name: "cp", Rules: []rbacv1.PolicyRule{{APIGroups: []string{"controlplane.cluster.x-k8s.io"}, Resources: []string{"*"}, Verbs: []string{"list", "watch"}}}}
+		reqs := []Request{{Verb: "watch", Group: "controlplane.cluster.x-k8s.io", Resource: "kthreescontrolplanes", WatchList: true}}
+		res := Check(reqs, []RuleSet{wild}, WatchListFallbacks(reqs))
+		g.Expect(res.OK()).To(BeTrue(), res.String())
+		g.Expect(res.AllowedUnused).To(ConsistOf(Grant{Role: "cp", Group: "controlplane.cluster.x-k8s.io", Resource: "*", Verb: "list"}))
+	})
 	t.Run("A grant with resourceNames is used only by a request naming one of them", func(t *testing.T) {
 		g := NewWithT(t)
 		named := RuleSet{Name: "named", Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"a"}}}}
