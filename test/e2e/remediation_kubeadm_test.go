@@ -36,10 +36,9 @@ var _ = Describe("Remediation on a kubeadm control plane", func() {
 
 		By("a rollout adds Machine m-cp-3: its member joins as a learner, its Node registers, and the learner is not promoted yet")
 		// Note: Cluster API creates a Machine before its Node joins, so a joining member is never
-		// without a Machine. The stand-in kubelet registers the Node before the Machine exists
-		// (Cluster API binds a Machine to a Node that has its providerID when the Machine is
-		// created), so etcd-adapter only observes meanwhile: in Manage mode a member whose Node has
-		// no Machine is a ghost and would be removed.
+		// without a Machine. Here the stand-in kubelet registers the Node before the Machine
+		// exists (Cluster API binds a Machine to a Node that has its providerID when the Machine
+		// is created), so etcd-adapter only observes meanwhile and cannot act on that order.
 		c.setMode(ctx, v1alpha1.ModeObserve)
 		joining, err := c.workload.Etcd.AddLearner(ctx, etcdcluster.MemberSpec{NodeName: "cp-3"})
 		Expect(err).NotTo(HaveOccurred())

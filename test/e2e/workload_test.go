@@ -85,9 +85,9 @@ func registerTestCluster(ctx context.Context, wl workloadParts, backend v1alpha1
 		Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: name, Backend: backend, Mode: mode,
 			ObservationInterval: &metav1.Duration{Duration: observationInterval}},
 	}
-	// Note: the Machines are bound before the ControlPlaneEtcd exists. In Manage mode a kubeadm
-	// member whose Node has no Machine yet counts as a ghost, and etcd-adapter removes it (one
-	// per pass, when quorum allows) while the remaining Machines are still being created.
+	// Note: the Machines are bound before the ControlPlaneEtcd exists, so etcd-adapter's first
+	// pass already finds every member on its Machine's Node (a ControlPlaneEtcd created first
+	// once led etcd-adapter to remove a live member whose Machine did not exist yet).
 	for _, node := range wl.Nodes {
 		c.machines[node] = bindMachine(ctx, c.cluster, wl.APIServer.Client, node)
 	}
