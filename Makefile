@@ -37,6 +37,12 @@ bench: envtest-assets ## Benchmarks against the real test environment; they prin
 bench-fleet: envtest-assets ## Manager CPU, memory and status freshness against 1..20 workload clusters, and the 1,000-cluster estimate.
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./cmd/etcd-adapter/manager -run '^$$' -bench BenchmarkFleet -benchtime 1x -count=1 -timeout 90m
 
+# The hook-latency benchmark alone: 20 Machine deletions per backend (WaitingForPreTerminateHook →
+# hook released, median and p99) and 5 member failures (failure → status says so).
+.PHONY: bench-hooks
+bench-hooks: envtest-assets ## Pre-terminate hook latency per backend (median, p99 of 20 deletions) and member failure → status.
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/hookbench -run '^$$' -bench BenchmarkHookRelease -benchtime 1x -count=1 -timeout 60m
+
 # The demo builds the test binaries itself (with progress) when they are missing, so it needs
 # nothing but Go. DEMO_ARGS are passed on, e.g. DEMO_ARGS=--keep-running.
 DEMO_ARGS ?=

@@ -40,6 +40,9 @@ type K3sOptions struct {
 type K3s struct {
 	parts
 	Simulator *k3ssim.Simulator
+
+	opts     K3sOptions
+	standIns *k3ssim.StandInKubelets
 }
 
 // StartK3s starts a K3s-flavoured workload cluster and waits until the simulator has
@@ -47,7 +50,7 @@ type K3s struct {
 // started so far is stopped.
 func StartK3s(ctx context.Context, opts K3sOptions) (_ *K3s, err error) {
 	opts = opts.withDefaults()
-	k := &K3s{}
+	k := &K3s{opts: opts, standIns: k3ssim.NewStandInKubelets()}
 	defer func() {
 		if err != nil {
 			_ = k.Close()
@@ -63,11 +66,13 @@ func StartK3s(ctx context.Context, opts K3sOptions) (_ *K3s, err error) {
 	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: specs}); err != nil {
 		return nil, fmt.Errorf("failed to start the etcd cluster: %w", err)
 	}
-	standIns, err := k.startKubelets(ctx, specs, opts)
-	if err != nil {
-		return nil, err
+	for _, s := range specs {
+		if err := k.startKubelet(ctx, s.NodeName); err != nil {
+			return nil, err
+		}
+		k.Nodes = append(k.Nodes, s.NodeName)
 	}
-	if err := k.startSimulator(ctx, standIns, opts); err != nil {
+	if err := k.startSimulator(ctx, k.standIns, opts); err != nil {
 		return nil, err
 	}
 	return k, k.waitReady(ctx)
@@ -108,22 +113,30 @@ func k3sMembers(opts K3sOptions) ([]etcdcluster.MemberSpec, error) {
 	return specs, nil
 }
 
-// startKubelets starts a stand-in per server. They report the simulated version, or the
-// simulator and the stand-ins would overwrite each other's status.nodeInfo.kubeletVersion.
-func (k *K3s) startKubelets(ctx context.Context, specs []etcdcluster.MemberSpec, opts K3sOptions) (*k3ssim.StandInKubelets, error) {
-	standIns := k3ssim.NewStandInKubelets()
-	for _, s := range specs {
-		kl, err := kubelet.Start(ctx, kubelet.Options{
-			NodeName: s.NodeName, Config: k.APIServer.Config, KubeletVersion: opts.Version, HeartbeatInterval: opts.Heartbeat,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", s.NodeName, err)
-		}
-		k.addKubelet(kl)
-		k.Nodes = append(k.Nodes, s.NodeName)
-		standIns.Add(kl)
+// startKubelet starts a server's kubelet stand-in. It reports the simulated version, or the
+// simulator and the stand-in would overwrite each other's status.nodeInfo.kubeletVersion.
+func (k *K3s) startKubelet(ctx context.Context, node string) error {
+	kl, err := kubelet.Start(ctx, kubelet.Options{
+		NodeName: node, Config: k.APIServer.Config, KubeletVersion: k.opts.Version, HeartbeatInterval: k.opts.Heartbeat,
+	})
+	if err != nil {
+		return fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", node, err)
 	}
-	return standIns, nil
+	k.addKubelet(kl)
+	k.standIns.Add(kl)
+	return nil
+}
+
+// JoinServer starts a new server on Node node advertising ip (distinct from every other
+// server's: K3s matches members by peer address): its kubelet stand-in, then the simulator's
+// join (an etcd learner under a fresh member name, promoted by the leader's K3s). It returns
+// the member name.
+func (k *K3s) JoinServer(ctx context.Context, node, ip string) (string, error) {
+	if err := k.startKubelet(ctx, node); err != nil {
+		return "", err
+	}
+	k.Nodes = append(k.Nodes, node)
+	return k.Simulator.JoinServer(ctx, node, ip)
 }
 
 func (k *K3s) startSimulator(ctx context.Context, standIns *k3ssim.StandInKubelets, opts K3sOptions) error {
