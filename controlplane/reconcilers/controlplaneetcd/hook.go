@@ -118,7 +118,7 @@ func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *
 func releaseWithoutRemoval(s *scope, m *clusterv1.Machine) string {
 	switch {
 	case m.Annotations[v1alpha1.ReleaseHookAnnotation] != "":
-		return fmt.Sprintf("released by annotation %s", v1alpha1.ReleaseHookAnnotation)
+		return fmt.Sprintf("released by annotation %s: %q", v1alpha1.ReleaseHookAnnotation, m.Annotations[v1alpha1.ReleaseHookAnnotation])
 	case !s.cluster.DeletionTimestamp.IsZero():
 		return "the Cluster is being deleted"
 	case s.controlPlaneDeleting:
@@ -152,6 +152,8 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 	}
 	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.snapshot.MembersOnNode(node))
 	switch {
+	case len(targets) == 0 && s.removalInFlight(m) != nil:
+		return r.confirmRemoval(ctx, s, m, *s.removalInFlight(m))
 	case len(targets) == 0:
 		r.atStep(ctx, StepRemovedBeforeRelease)
 		return true, r.releaseRemoved(ctx, s, m, fmt.Sprintf("no etcd member is hosted on Node %s any more", node))
@@ -170,6 +172,62 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 			fmt.Sprintf("the removal waited longer than %s", s.cpe.Spec.MemberRemovalTimeoutOrDefault()))
 	}
 	return r.removeMember(ctx, s, m, target)
+}
+
+// confirmRemoval asks the backend how the removal this Machine's record is about went, when the
+// snapshot no longer shows the member on the Machine's Node. Absence alone is not a removal: K3s
+// drops a Node's node-name and writes removed-node-name also when it found no member at the
+// Node's address and removed nothing (k3s pkg/etcd member controller), and pkg/k3s answers
+// Removed only with evidence that agrees. kubeadm confirms with a linearizable member list.
+func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus) (bool, error) {
+	if s.now.Sub(rec.StartTime.Time) > s.cpe.Spec.MemberRemovalTimeoutOrDefault() {
+		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalTimedOut, v1alpha1.EventMemberRemovalTimedOut,
+			fmt.Sprintf("the removal waited longer than %s", s.cpe.Spec.MemberRemovalTimeoutOrDefault()))
+	}
+	member, err := recordedMember(rec)
+	if err != nil {
+		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, err.Error())
+	}
+	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
+	defer cancel()
+	removal, err := s.backend.RemoveMember(callCtx, member)
+	switch {
+	case err != nil:
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Confirming the removal of etcd member %s of Machine %s failed, retrying: %v", rec.Member, m.Name, err))
+		s.wantRequeue(removalPollInterval)
+		return false, nil
+	case removal.State == etcd.RemovalRemoved:
+		r.atStep(ctx, StepRemovedBeforeRelease)
+		return true, r.releaseRemoved(ctx, s, m, removal.Reason)
+	case removal.State == etcd.RemovalRejected:
+		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
+	}
+	s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", rec.Member, m.Name, removal.Reason))
+	s.wantRequeue(removalPollInterval)
+	return false, nil
+}
+
+// recordedMember returns the member a removal record is about, as the backends take it: the
+// record names it as etcd.Member.String does (its name, or its ID for a member that never
+// started).
+func recordedMember(rec v1alpha1.MemberRemovalStatus) (etcd.Member, error) {
+	id, err := strconv.ParseUint(rec.MemberID, 16, 64)
+	if err != nil || id == 0 {
+		return etcd.Member{}, fmt.Errorf("the removal record names member %q with ID %q, which is not an etcd member ID", rec.Member, rec.MemberID)
+	}
+	m := etcd.Member{ID: id, Name: rec.Member, NodeName: rec.NodeName}
+	if m.Name == (etcd.Member{ID: id}).String() {
+		m.Name = ""
+	}
+	return m, nil
+}
+
+// removalInFlight returns the record of a removal asked for m that has not ended, or nil.
+func (s *scope) removalInFlight(m *clusterv1.Machine) *v1alpha1.MemberRemovalStatus {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.Result == v1alpha1.RemovalInProgress && rec.MemberID != "" {
+		return rec
+	}
+	return nil
 }
 
 // removeMember re-checks quorum on a fresh observation, moves leadership off the target if it
@@ -258,6 +316,10 @@ func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *cluster
 	return false, nil
 }
 
+func stopped(res v1alpha1.RemovalResult) bool {
+	return res == v1alpha1.RemovalRejected || res == v1alpha1.RemovalTimedOut
+}
+
 func progressReasonFor(res v1alpha1.RemovalResult) string {
 	if res == v1alpha1.RemovalRejected {
 		return v1alpha1.ProgressingRemovalRejectedReason
@@ -319,7 +381,9 @@ func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine
 	if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("failed to release the pre-terminate hook of Machine %s: %w", klog.KObj(m), err)
 	}
-	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.EndTime == nil {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && (rec.EndTime == nil || stopped(rec.Result)) {
+		// A stopped removal (Rejected, TimedOut) that a person releases ends as Released, with
+		// their text.
 		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalReleased, why, &metav1.Time{Time: s.now}
 	}
 	ctrl.LoggerFrom(ctx).Info("Released the pre-terminate hook", "why", why)

@@ -8,6 +8,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 func Test_releaseWithoutRemoval(t *testing.T) {
@@ -94,5 +95,22 @@ func Test_firstGhost(t *testing.T) {
 			g.Expect(ok).To(BeTrue())
 			g.Expect(ghost.ID).To(Equal(tt.wantGhost))
 		})
+	}
+}
+
+func Test_recordedMember(t *testing.T) {
+	g := NewWithT(t)
+	m, err := recordedMember(v1alpha1.MemberRemovalStatus{Member: "cp-1", MemberID: "1a", NodeName: "cp-1"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m).To(Equal(etcd.Member{ID: 0x1a, Name: "cp-1", NodeName: "cp-1"}))
+
+	// A member that never started is recorded by its ID; it has no name.
+	m, err = recordedMember(v1alpha1.MemberRemovalStatus{Member: etcd.Member{ID: 0x2b}.String(), MemberID: "2b"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(m).To(Equal(etcd.Member{ID: 0x2b}))
+
+	for _, id := range []string{"", "0", "zz"} {
+		_, err = recordedMember(v1alpha1.MemberRemovalStatus{Member: "cp-1", MemberID: id})
+		g.Expect(err).To(MatchError(ContainSubstring("not an etcd member ID")), "ID %q", id)
 	}
 }
