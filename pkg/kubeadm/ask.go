@@ -63,7 +63,7 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 		if err != nil {
 			return answer{node: node, at: time.Now(), err: err}
 		}
-		a := b.askClient(ctx, c, b.callTimeoutFor(reused), b.mayBeRemoved(node))
+		a := b.askClient(ctx, c, b.callTimeoutFor(reused), b.mayBeRemoved(node), b.confirmedGone)
 		if a.answered() || attempt > 0 || !reused {
 			if !a.answered() {
 				b.pool.drop(node, c)
@@ -93,9 +93,9 @@ func (b *Backend) callTimeoutFor(reused bool) time.Duration {
 // (replicated through raft). AlarmList is not used: etcd serves it as a raft proposal, a WAL
 // write and fsync on every member, which asking every member on every reconcile would
 // multiply.
-func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.Duration, mayBeRemoved bool) answer {
+func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.Duration, mayBeRemoved bool, gone func(id uint64) bool) answer {
 	if mayBeRemoved {
-		return askRemovedFirst(ctx, c, timeout)
+		return askRemovedFirst(ctx, c, timeout, gone)
 	}
 	var (
 		wg    sync.WaitGroup
@@ -111,18 +111,26 @@ func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.D
 }
 
 // askRemovedFirst asks for the member list, then for Status only when the member is in its own
-// list.
+// list and is not one the cluster already removed (gone: a linearizable member list through
+// another member showed it removed). Such a member has not applied its own removal yet and
+// will stop the moment it does, so it is never asked for Status; it is no member of the
+// cluster, whatever it says about itself.
 //
 // Important! etcd v3.6 panics ("failed to find local ID in cluster members") when a member
 // that applied its own removal, and has not stopped yet, is asked for its Status: the server
 // looks itself up in its member list to report IsLearner. That ends the removed member's
 // process a moment early in a real cluster; in a test binary that embeds etcd it ends every
 // test. So a member that may have been removed is never asked for Status first.
-func askRemovedFirst(ctx context.Context, c *memberClient, timeout time.Duration) answer {
+func askRemovedFirst(ctx context.Context, c *memberClient, timeout time.Duration, gone func(id uint64) bool) answer {
 	ml, mlErr := askMemberList(ctx, c, timeout)
 	if ml != nil && !slices.ContainsFunc(ml.Members, func(m *pb.Member) bool { return m.ID == ml.Header.GetMemberId() }) {
 		a := toAnswer(c.node, nil, ml, errNotAsked, nil)
 		a.errors = []string{fmt.Sprintf("member %x is not in its own member list: it was removed", ml.Header.GetMemberId())}
+		return a
+	}
+	if ml != nil && gone(ml.Header.GetMemberId()) {
+		a := toAnswer(c.node, nil, ml, errNotAsked, nil)
+		a.errors = []string{fmt.Sprintf("member %x was removed from the cluster and has not applied its removal yet", ml.Header.GetMemberId())}
 		return a
 	}
 	st, stErr := askStatus(ctx, c, timeout)

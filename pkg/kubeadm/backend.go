@@ -31,6 +31,7 @@ type Backend struct {
 	clusterID   uint64          // the cluster ID seen first; members answering with another are strangers
 	lastMembers []etcd.Member   // the member list this cluster's members reported last
 	removedOn   map[string]bool // Nodes whose member this backend asked etcd to remove
+	goneIDs     map[uint64]bool // members a linearizable member list showed removed: never asked for Status
 
 	// beforeRemove, when set, runs concurrently with every MemberRemove call. Only used for
 	// testing: it kills the leader in the middle of a removal.

@@ -136,6 +136,7 @@ func (b *Backend) confirmRemoval(ctx context.Context, o *observation, target etc
 		return etcd.Removal{State: etcd.RemovalInProgress, Member: target,
 			Reason: fmt.Sprintf("etcd member %s: %s; not confirmed yet, because no member of the cluster answered a linearizable member list: %v", target, said, err)}
 	case gone:
+		b.markGone(target.ID)
 		return etcd.Removal{State: etcd.RemovalRemoved, Member: target,
 			Reason: fmt.Sprintf("etcd member %s is not a member: %s, and a linearizable member list confirms it", target, said)}
 	}
@@ -230,6 +231,23 @@ func (b *Backend) markRemoving(m etcd.Member) {
 	if m.NodeName != "" {
 		b.removedOn[m.NodeName] = true
 	}
+}
+
+// markGone records a member that a linearizable member list showed removed.
+func (b *Backend) markGone(id uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.goneIDs == nil {
+		b.goneIDs = map[uint64]bool{}
+	}
+	b.goneIDs[id] = true
+}
+
+// confirmedGone reports whether a linearizable member list showed the member removed.
+func (b *Backend) confirmedGone(id uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.goneIDs[id]
 }
 
 // forget drops a removed member from the member list kept for the next observation.
