@@ -113,20 +113,34 @@ func judgeClaim(e etcdNode, m etcd.Member, v clusterView, asked, now time.Time) 
 func claimEvidence(n *corev1.Node, rules clusterRules, asked, now time.Time, tick time.Duration) (string, time.Time) {
 	if rules.known() && rules.health {
 		cond := nodeCondition(n, EtcdIsVoterCondition)
-		if cond == nil || cond.Reason != ReasonNotAMember || cond.LastTransitionTime.Time.Before(asked) {
-			return "", time.Time{}
+		notAMember := cond != nil && cond.Reason == ReasonNotAMember
+		if notAMember && !cond.LastTransitionTime.Time.Before(asked) {
+			marked := fmt.Sprintf("the etcd leader's K3s has marked Node %s NotAMember since %s", n.Name, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+			if stopped := serverStopped(n, asked); stopped != "" {
+				return marked + ", and " + stopped, time.Time{}
+			}
+			if settled := cond.LastTransitionTime.Add(tick); now.Before(settled) && !notReady(n) {
+				return "", settled
+			}
+			return marked, time.Time{}
 		}
-		marked := fmt.Sprintf("the etcd leader's K3s has marked Node %s NotAMember since %s", n.Name, cond.LastTransitionTime.UTC().Format(time.RFC3339))
-		if stopped := serverStopped(n, asked); stopped != "" {
-			return marked + ", and " + stopped, time.Time{}
+		if notAMember && notReady(n) {
+			// A member that was already down when the removal was asked: its condition was False
+			// before and only its reason changed (a reason change keeps lastTransitionTime), and
+			// its Node went NotReady before too. NotAMember on a Node that is not Ready now says
+			// the same as a fresh one: no member is left for it, and its server is not running to
+			// write node-name back.
+			return fmt.Sprintf("the etcd leader's K3s marks Node %s NotAMember and the Node is not Ready: its server is down and has no member", n.Name), time.Time{}
 		}
-		settled := cond.LastTransitionTime.Add(tick)
-		if now.Before(settled) {
-			return "", settled
-		}
-		return marked, time.Time{}
+		return "", time.Time{}
 	}
 	return serverStopped(n, asked), time.Time{}
+}
+
+// notReady reports whether the Node's Ready condition is present and not True.
+func notReady(n *corev1.Node) bool {
+	ready := nodeCondition(n, corev1.NodeReady)
+	return ready != nil && ready.Status != corev1.ConditionTrue
 }
 
 // serverStopped says that the Node went NotReady since the request: the removed server's

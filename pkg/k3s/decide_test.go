@@ -96,6 +96,18 @@ func Test_decideRemoval(t *testing.T) {
 			state: etcd.RemovalInProgress, reason: "waiting for evidence",
 		},
 		{
+			name:  "A member already down when the removal was asked: NotAMember (only its reason changed) on a Node still NotReady from before is evidence",
+			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old), voter(ReasonNotAMember, "", before), ready(corev1.ConditionFalse, before)),
+			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2, tick: DefaultTick},
+			state: etcd.RemovalRemoved, confirm: true, reason: "the Node is not Ready",
+		},
+		{
+			name:  "An old NotAMember on a Ready Node is still no evidence (K3s's claim after an address change)",
+			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old), voter(ReasonNotAMember, "", before), ready(corev1.ConditionTrue, before)),
+			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2, tick: DefaultTick},
+			state: etcd.RemovalInProgress, reason: "waiting for evidence",
+		},
+		{
 			name:  "Claim confirmed earlier: removed without new evidence",
 			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old, v1alpha1.K3sRemovalConfirmedAnnotation, old)),
 			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2},
