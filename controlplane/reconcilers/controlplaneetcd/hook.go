@@ -365,7 +365,15 @@ func (s *scope) recordRemoval(m *clusterv1.Machine, target etcd.Member, res v1al
 
 // releaseRemoved releases the hook of a Machine whose members are gone, closing its record.
 func (r *Reconciler) releaseRemoved(ctx context.Context, s *scope, m *clusterv1.Machine, why string) error {
-	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.EndTime == nil {
+	rec := s.cpe.Status.Removal
+	if rec == nil || rec.MachineName != m.Name {
+		// The status this pass read may lag the one the previous pass wrote (a cached read), or
+		// the member went by other means: the record still says what ended for this Machine.
+		rec = &v1alpha1.MemberRemovalStatus{Member: "every member of Node " + m.Status.NodeRef.Name, MachineName: m.Name,
+			NodeName: m.Status.NodeRef.Name, StartTime: metav1.Time{Time: s.now}}
+		s.cpe.Status.Removal = rec
+	}
+	if rec.EndTime == nil {
 		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalRemoved, why, &metav1.Time{Time: s.now}
 	}
 	return r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
