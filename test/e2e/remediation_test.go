@@ -97,6 +97,46 @@ var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() 
 		c.expectMembers(ctx, 2)
 	}, SpecTimeout(4*time.Minute))
 
+	It("remediates the one of two marked Machines whose member is broken, refuses the other while that member is down, and remediates it after a replacement joined", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
+		c.expectMembers(ctx, 3)
+		broken, marked := c.machines["cp-2"], c.machines["cp-1"]
+
+		By("cp-2's member stops and its Node goes NotReady; cp-1's Node reports a network problem while its member stays healthy")
+		Expect(c.workload.Etcd.StopMember(ctx, c.workload.Etcd.MemberOnNode("cp-2").Name())).To(Succeed())
+		Expect(c.workload.Kubelet("cp-2").SetNotReady(ctx, corev1.ConditionFalse, "KubeletNotReady")).To(Succeed())
+		setNodeCondition(ctx, c, "cp-1", corev1.NodeNetworkUnavailable, corev1.ConditionTrue)
+		createMHC(ctx, c, clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1)},
+			{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue, TimeoutSeconds: ptr.To[int32](1)},
+		}}, broken, marked)
+
+		By("only cp-2 may go: removing cp-1's healthy member would leave 1 of 2 voters healthy")
+		Eventually(mayRemediate(ctx, c, broken), reconcileTimeout).Should(HavePrefix(v1alpha1.MemberRemovalSafeReason))
+		Eventually(mayRemediate(ctx, c, marked), reconcileTimeout).Should(And(HavePrefix(v1alpha1.MemberRemovalWouldLoseQuorumReason), ContainSubstring("1 of 2 voters are healthy")))
+		err := mgmt.Client.Delete(ctx, marked)
+		Expect(err).To(HaveOccurred(), "the quorum guard must refuse remediating Machine %s first", marked.Name)
+		Expect(err.Error()).To(ContainSubstring(v1alpha1.MemberRemovalWouldLoseQuorumReason))
+		Expect(mgmt.Client.Delete(ctx, broken)).To(Succeed())
+		c.expectGone(ctx, broken)
+		delete(c.machines, "cp-2")
+		c.expectMembers(ctx, 2)
+
+		By("the provider replaces it, as KubeadmControlPlane does before the next remediation: a new server joins on cp-3")
+		_, err = c.workload.K3s.JoinServer(ctx, "cp-3", "127.0.0.13")
+		Expect(err).NotTo(HaveOccurred())
+		c.machines["cp-3"] = bindMachine(ctx, c.cluster, c.workload.APIServer.Client, "cp-3")
+		c.waitForHooks(ctx)
+		c.expectMembers(ctx, 3)
+
+		By("cp-1 is remediated now: two other healthy members remain")
+		Eventually(mayRemediate(ctx, c, marked), reconcileTimeout).Should(HavePrefix(v1alpha1.MemberRemovalSafeReason))
+		Expect(mgmt.Client.Delete(ctx, marked)).To(Succeed())
+		c.expectGone(ctx, marked)
+		delete(c.machines, "cp-1")
+		c.expectMembers(ctx, 2)
+	}, SpecTimeout(6*time.Minute))
+
 	It("refuses to remediate a Machine while a different member is unresponsive, with the reason", func(ctx SpecContext) {
 		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
 		c.expectMembers(ctx, 3)

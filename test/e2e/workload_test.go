@@ -55,7 +55,7 @@ func startK3sCluster(ctx context.Context, opts k3sOptions) *testCluster {
 	wl, err := workload.StartK3s(ctx, workload.K3sOptions{Version: opts.version, Members: opts.members, Tick: 200 * time.Millisecond})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(wl.Close)
-	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Simulator: wl.Simulator}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
+	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Simulator: wl.Simulator, K3s: wl}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
 }
 
 // workloadParts are what the tests use of either flavour's workload cluster.
@@ -67,6 +67,8 @@ type workloadParts struct {
 	// Simulator is the K3s simulator of a K3s cluster; Kubeadm the kubeadm cluster itself.
 	Simulator *k3ssim.Simulator
 	Kubeadm   *workload.Kubeadm
+	// K3s is a K3s cluster itself (to join servers).
+	K3s *workload.K3s
 }
 
 // registerTestCluster registers the workload cluster (with its etcd CA, as KCP keeps it),
