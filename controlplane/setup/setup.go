@@ -63,7 +63,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	if err := (&creation.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}
-	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, Backends: registry,
+	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache, Backends: registry,
 		CallTimeout: opts.CallTimeout, ObservationInterval: opts.ObservationInterval, AtStep: opts.AtStep}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
 		return nil, err

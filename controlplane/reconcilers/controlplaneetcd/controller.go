@@ -25,7 +25,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 )
 
-// +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds,verbs=list;watch;create;patch
+// +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=list;watch;patch
@@ -37,6 +37,12 @@ import (
 type Reconciler struct {
 	// Client is the manager's (cached) client of the management cluster.
 	Client client.Client
+	// APIReader reads the ControlPlaneEtcd uncached at the start of every pass (the manager's
+	// GetAPIReader()); nil reads it through Client. The status is patched against what was
+	// read, and the removal flow decides from status.removal: a cached copy that lags the
+	// previous pass's write makes the patch drop fields that did not change from the stale copy
+	// (a record left InProgress for ever) and the flow misjudge a removal in flight.
+	APIReader client.Reader
 	// ClusterCache reaches the workload clusters.
 	ClusterCache clustercache.ClusterCache
 	// Backends hands out each Cluster's etcd.Cluster.
@@ -121,7 +127,11 @@ func (r *Reconciler) callTimeout() time.Duration {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	log := ctrl.LoggerFrom(ctx)
 	cpe := &v1alpha1.ControlPlaneEtcd{}
-	if err := r.Client.Get(ctx, req.NamespacedName, cpe); err != nil {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	if err := reader.Get(ctx, req.NamespacedName, cpe); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	cluster := &clusterv1.Cluster{}
