@@ -51,11 +51,7 @@ var _ = Describe("K3s scale-down 3→2→1 by a provider using the provider libr
 					"the Node must be drained before its member's removal is asked for; recorded: %s", rec)
 				delete(c.machines, node)
 				c.expectMembers(ctx, want)
-				cpe := c.status(ctx)
-				Expect(cpe.Status.Removal).NotTo(BeNil())
-				Expect(cpe.Status.Removal.MachineName).To(Equal(doomed.Name))
-				Expect(cpe.Status.Removal.Result).To(Equal(v1alpha1.RemovalRemoved))
-				Expect(cpe.Status.Removal.EndTime).NotTo(BeNil())
+				c.expectRemoved(ctx, doomed)
 			}
 		}, SpecTimeout(6*time.Minute))
 	}
@@ -89,4 +85,13 @@ func (c *testCluster) expectMembers(ctx context.Context, n int) {
 			g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy))
 		}
 	}, reconcileTimeout).Should(Succeed())
+}
+
+// expectRemoved checks the status records the Machine's member removal as done.
+func (c *testCluster) expectRemoved(ctx context.Context, m *clusterv1.Machine) {
+	rec := c.status(ctx).Status.Removal
+	Expect(rec).NotTo(BeNil())
+	Expect(rec.MachineName).To(Equal(m.Name))
+	Expect(rec.Result).To(Equal(v1alpha1.RemovalRemoved))
+	Expect(rec.EndTime).NotTo(BeNil())
 }

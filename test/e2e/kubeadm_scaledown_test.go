@@ -57,11 +57,7 @@ var _ = Describe("kubeadm scale-down 3→2→1 by a provider using the provider 
 			Expect(violation).To(BeEmpty(), "the Node must be drained before its member is removed")
 			delete(c.machines, node)
 			c.expectMembers(ctx, want)
-			cpe := c.status(ctx)
-			Expect(cpe.Status.Removal).NotTo(BeNil())
-			Expect(cpe.Status.Removal.MachineName).To(Equal(doomed.Name))
-			Expect(cpe.Status.Removal.Result).To(Equal(v1alpha1.RemovalRemoved))
-			Expect(cpe.Status.Removal.EndTime).NotTo(BeNil())
+			c.expectRemoved(ctx, doomed)
 		}
 	}, SpecTimeout(6*time.Minute))
 })

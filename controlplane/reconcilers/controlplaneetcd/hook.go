@@ -151,9 +151,10 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 		return false, nil
 	}
 	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.snapshot.MembersOnNode(node))
+	inFlight := s.removalInFlight(m)
 	switch {
-	case len(targets) == 0 && s.removalInFlight(m) != nil:
-		return r.confirmRemoval(ctx, s, m, *s.removalInFlight(m))
+	case len(targets) == 0 && inFlight != nil:
+		return r.confirmRemoval(ctx, s, m, *inFlight)
 	case len(targets) == 0:
 		r.atStep(ctx, StepRemovedBeforeRelease)
 		return true, r.releaseRemoved(ctx, s, m, fmt.Sprintf("no etcd member is hosted on Node %s any more", node))
@@ -167,11 +168,21 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 		s.setProgressing(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. Set annotation %s on the Machine to release it", rec.Member, m.Name, rec.Message, v1alpha1.ReleaseHookAnnotation))
 		return false, nil
 	}
-	if s.now.Sub(rec.StartTime.Time) > s.cpe.Spec.MemberRemovalTimeoutOrDefault() {
-		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalTimedOut, v1alpha1.EventMemberRemovalTimedOut,
-			fmt.Sprintf("the removal waited longer than %s", s.cpe.Spec.MemberRemovalTimeoutOrDefault()))
+	if r.stopIfOverdue(s, m, rec) {
+		return false, nil
 	}
 	return r.removeMember(ctx, s, m, target)
+}
+
+// stopIfOverdue stops a removal that has waited longer than spec.memberRemovalTimeout, and
+// reports whether it did.
+func (r *Reconciler) stopIfOverdue(s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus) bool {
+	limit := s.cpe.Spec.MemberRemovalTimeoutOrDefault()
+	if s.now.Sub(rec.StartTime.Time) <= limit {
+		return false
+	}
+	_ = r.stopRemoval(s, m, rec, v1alpha1.RemovalTimedOut, v1alpha1.EventMemberRemovalTimedOut, fmt.Sprintf("the removal waited longer than %s", limit))
+	return true
 }
 
 // confirmRemoval asks the backend how the removal this Machine's record is about went, when the
@@ -180,9 +191,8 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 // Node's address and removed nothing (k3s pkg/etcd member controller), and pkg/k3s answers
 // Removed only with evidence that agrees. kubeadm confirms with a linearizable member list.
 func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus) (bool, error) {
-	if s.now.Sub(rec.StartTime.Time) > s.cpe.Spec.MemberRemovalTimeoutOrDefault() {
-		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalTimedOut, v1alpha1.EventMemberRemovalTimedOut,
-			fmt.Sprintf("the removal waited longer than %s", s.cpe.Spec.MemberRemovalTimeoutOrDefault()))
+	if r.stopIfOverdue(s, m, rec) {
+		return false, nil
 	}
 	member, err := recordedMember(rec)
 	if err != nil {
