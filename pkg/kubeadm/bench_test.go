@@ -7,8 +7,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +88,11 @@ func BenchmarkObserve_vsKCP(b *testing.B) {
 				fmt.Printf("  client CPU per observation (mean of %d): (a) %v, (b) %v, (c) %v; (b)/(a) = %.3f, (c)/(a) = %.3f\n",
 					cpuRounds, cpu.kcp.Round(10*time.Microsecond), cpu.warm.Round(10*time.Microsecond), cpu.cold.Round(10*time.Microsecond),
 					float64(cpu.warm)/float64(cpu.kcp), float64(cpu.cold)/float64(cpu.kcp))
+				if cpu.kcpAPI > 0 {
+					fmt.Printf("  workload apiserver CPU per observation (mean of %d, 10 ms ticks): (a) %v, (b) %v, (c) %v; (c)/(a) = %.3f\n",
+						cpuRounds, cpu.kcpAPI.Round(10*time.Microsecond), cpu.warmAPI.Round(10*time.Microsecond), cpu.coldAPI.Round(10*time.Microsecond),
+						float64(cpu.coldAPI)/float64(cpu.kcpAPI))
+				}
 			}
 		})
 	}
@@ -157,8 +165,9 @@ func (k *kcpReconcile) run(ctx context.Context) error {
 // 100 Hz, enough samples for a cold observation of a few milliseconds of CPU.
 const cpuRounds = 100
 
-// clientCPUs are the client's CPU time per run of each variant.
-type clientCPUs struct{ kcp, warm, cold time.Duration }
+// clientCPUs are the client's CPU time per run of each variant, and the workload apiserver's
+// (the port-forwards' first hop) alongside.
+type clientCPUs struct{ kcp, warm, cold, kcpAPI, warmAPI, coldAPI time.Duration }
 
 // measureClientCPU runs each variant cpuRounds times, one variant per CPU profile, and returns
 // the CPU time per run of the client's goroutines, or nil when a profile is already running
@@ -173,28 +182,38 @@ func measureClientCPU(b *testing.B, ctx context.Context, kcp *kcpReconcile, back
 	b.Helper()
 	var out clientCPUs
 	for _, v := range []struct {
-		into *time.Duration
-		run  func(context.Context) error
+		name      string
+		into, api *time.Duration
+		run       func(context.Context) error
 	}{
-		{&out.kcp, kcp.run},
-		{&out.cold, func(ctx context.Context) error { backend.forgetAll(); _, err := backend.Observe(ctx); return err }},
-		{&out.warm, func(ctx context.Context) error { _, err := backend.Observe(ctx); return err }},
+		{"kcp", &out.kcp, &out.kcpAPI, kcp.run},
+		{"cold", &out.cold, &out.coldAPI, func(ctx context.Context) error { backend.forgetAll(); _, err := backend.Observe(ctx); return err }},
+		{"warm", &out.warm, &out.warmAPI, func(ctx context.Context) error { _, err := backend.Observe(ctx); return err }},
 	} {
-		d, ok := clientCPU(b, ctx, v.run)
+		apiBefore, apiErr := workload.ProcessCPU()
+		d, ok := clientCPU(b, ctx, v.name, v.run)
 		if !ok {
 			fmt.Println("  client CPU not measured: a CPU profile is already running (-cpuprofile)")
 			return nil
 		}
 		*v.into = d
+		if apiAfter, err := workload.ProcessCPU(); apiErr == nil && err == nil {
+			*v.api = (apiAfter - apiBefore) / cpuRounds
+		}
 	}
 	return &out
 }
 
 const clientLabel = "etcd-adapter-bench"
 
+// profileDirEnv names a directory where each variant's CPU profile is written
+// (<benchmark>-<variant>.pprof), to see where the client's CPU goes:
+// go tool pprof -tagfocus etcd-adapter-bench=client <file>.
+const profileDirEnv = "ETCD_ADAPTER_BENCH_PROFILES"
+
 // clientCPU runs fn cpuRounds times under a CPU profile and returns the CPU time per run of the
 // goroutines that carry clientLabel.
-func clientCPU(b *testing.B, ctx context.Context, fn func(context.Context) error) (time.Duration, bool) {
+func clientCPU(b *testing.B, ctx context.Context, variant string, fn func(context.Context) error) (time.Duration, bool) {
 	b.Helper()
 	var buf bytes.Buffer
 	if err := pprof.StartCPUProfile(&buf); err != nil {
@@ -211,6 +230,12 @@ func clientCPU(b *testing.B, ctx context.Context, fn func(context.Context) error
 	pprof.StopCPUProfile()
 	if runErr != nil {
 		b.Fatal(runErr)
+	}
+	if dir := os.Getenv(profileDirEnv); dir != "" {
+		name := filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+"-"+variant+".pprof")
+		if err := os.WriteFile(name, buf.Bytes(), 0o600); err != nil {
+			b.Fatal(err)
+		}
 	}
 	p, err := profile.Parse(&buf)
 	if err != nil {

@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	gwebsocket "github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	portforwardconst "k8s.io/apimachinery/pkg/util/portforward"
@@ -57,15 +59,17 @@ func (d *dialer) dial(ctx context.Context, node string, creds *credentials) (net
 	}
 	conn := tls.Client(t, creds.tlsConfig(node))
 	if err := conn.HandshakeContext(ctx); err != nil {
+		// Explain before closing: closing the tunnel ends the wait for the kubelet's reason.
+		err = handshakeError(ctx, t, node, err)
 		_ = t.Close()
-		return nil, handshakeError(ctx, t, node, err)
+		return nil, err
 	}
 	return conn, nil
 }
 
 // handshakeError explains a failed handshake: an untrusted or misnamed certificate, or the
 // kubelet's reason why nothing answered on the Pod's port.
-func handshakeError(ctx context.Context, t *tunnel, node string, err error) error {
+func handshakeError(ctx context.Context, t portForwardConn, node string, err error) error {
 	var certErr *tls.CertificateVerificationError
 	if errors.As(err, &certErr) {
 		return fmt.Errorf("%w: etcd on Node %s presented a certificate that does not chain to the etcd CA or does not name the Node: %w", etcd.ErrInvalidInput, node, err)
@@ -79,10 +83,18 @@ func handshakeError(ctx context.Context, t *tunnel, node string, err error) erro
 	return fmt.Errorf("%w: TLS handshake with etcd on Node %s failed: %w", etcd.ErrUnreachable, node, err)
 }
 
-// openTunnel upgrades a port-forward request for etcd-<node> (WebSocket first, SPDY when the
-// upgrade is refused) and creates its error and data streams. The upgrade runs under ctx, so
-// nothing of it (goroutine or socket) outlives the dial timeout.
-func (d *dialer) openTunnel(ctx context.Context, node string) (*tunnel, error) {
+// portForwardConn is a net.Conn over one port-forward to etcd-<node>:2379 that can tell what
+// the kubelet reported on its error stream.
+type portForwardConn interface {
+	net.Conn
+	remoteError() string
+}
+
+// openTunnel opens a port-forward to etcd-<node>:2379: over the kubelet's own WebSocket
+// protocol first, then SPDY over WebSocket, then SPDY, each tried when the previous upgrade is
+// refused. The upgrade runs under ctx, so nothing of it (goroutine or socket) outlives the dial
+// timeout.
+func (d *dialer) openTunnel(ctx context.Context, node string) (portForwardConn, error) {
 	restCfg, err := d.cfg.RESTConfig(ctx)
 	if err != nil {
 		return nil, classifyAPIError(err, "failed to get the workload cluster's REST config")
@@ -93,14 +105,51 @@ func (d *dialer) openTunnel(ctx context.Context, node string) (*tunnel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", etcd.ErrInvalidInput, err)
 	}
+	t, err := d.openChannelTunnel(ctx, restCfg, u, node)
+	if err == nil || !isUpgradeRefused(err) {
+		return t, err
+	}
 	conn, err := d.upgrade(ctx, restCfg, u)
 	if err != nil {
 		return nil, upgradeError(ctx, node, err)
 	}
-	t, err := createStreams(conn, node)
+	st, err := createStreams(conn, node)
 	if err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("%w: failed to open port-forward streams to Pod %s: %w", etcd.ErrUnreachable, podRef(node), err)
+	}
+	return st, nil
+}
+
+// isUpgradeRefused tells an upgrade the other end refused for its protocol (another protocol
+// may work) from a failure to reach it and from a refusal of the caller's credentials (401,
+// 403), which no other protocol changes.
+func isUpgradeRefused(err error) bool {
+	var upgrade *httpstream.UpgradeFailureError
+	if errors.As(err, &upgrade) {
+		return !apierrors.IsForbidden(upgrade.Cause) && !apierrors.IsUnauthorized(upgrade.Cause)
+	}
+	return httpstream.IsHTTPSProxyError(err)
+}
+
+// openChannelTunnel opens a port-forward over the kubelet's own WebSocket protocol, with the
+// port in the query as that protocol asks. A refused upgrade is returned as is (the caller
+// falls back); other errors are classified.
+func (d *dialer) openChannelTunnel(ctx context.Context, cfg *rest.Config, u *url.URL, node string) (portForwardConn, error) {
+	cu := *u
+	cu.RawQuery = url.Values{"ports": []string{strconv.Itoa(etcdPort)}}.Encode()
+	ws, err := d.negotiateWebSocket(ctx, cfg, &cu, channelProtocol)
+	if err != nil {
+		if isUpgradeRefused(err) {
+			return nil, err
+		}
+		return nil, upgradeError(ctx, node, err)
+	}
+	deadline, _ := ctx.Deadline()
+	t, err := newChannelTunnel(ws, node, deadline)
+	if err != nil {
+		_ = ws.Close()
+		return nil, fmt.Errorf("%w: port-forward to Pod %s did not start: %w", etcd.ErrUnreachable, podRef(node), err)
 	}
 	return t, nil
 }
@@ -124,16 +173,30 @@ func upgradeError(ctx context.Context, node string, err error) error {
 // dialers, whose Dial takes no context, both requests carry ctx.
 func (d *dialer) upgrade(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
 	conn, err := d.upgradeWebSocket(ctx, cfg, u)
-	if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)) {
+	if err == nil || !isUpgradeRefused(err) {
 		return conn, err
 	}
 	return upgradeSPDY(ctx, cfg, u)
 }
 
-// upgradeWebSocket is client-go's SPDY-over-WebSocket tunnelling dialer with a context: the
-// WebSocket handshake (gorilla's DialContext) ends when ctx does. The round tripper is built as
-// client-go's websocket.RoundTripperFor builds it, plus a TLS session cache.
+// upgradeWebSocket is client-go's SPDY-over-WebSocket tunnelling dialer with a context.
 func (d *dialer) upgradeWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
+	ws, err := d.negotiateWebSocket(ctx, cfg, u, portforwardconst.WebsocketsSPDYTunnelingPrefix+portforward.PortForwardProtocolV1Name)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := spdystream.NewClientConnectionWithPings(portforward.NewTunnelingConnection("client", ws), portforward.PingPeriod)
+	if err != nil {
+		_ = ws.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// negotiateWebSocket upgrades a GET of u to a WebSocket speaking protocol: the WebSocket
+// handshake (gorilla's DialContext) ends when ctx does. The round tripper is built as
+// client-go's websocket.RoundTripperFor builds it, plus a TLS session cache.
+func (d *dialer) negotiateWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL, protocol string) (*gwebsocket.Conn, error) {
 	transportCfg, err := cfg.TransportConfig()
 	if err != nil {
 		return nil, err
@@ -159,16 +222,7 @@ func (d *dialer) upgradeWebSocket(ctx context.Context, cfg *rest.Config, u *url.
 	if err != nil {
 		return nil, err
 	}
-	ws, err := websocket.Negotiate(rt, holder, req, portforwardconst.WebsocketsSPDYTunnelingPrefix+portforward.PortForwardProtocolV1Name)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := spdystream.NewClientConnectionWithPings(portforward.NewTunnelingConnection("client", ws), portforward.PingPeriod)
-	if err != nil {
-		_ = ws.Close()
-		return nil, err
-	}
-	return conn, nil
+	return websocket.Negotiate(rt, holder, req, protocol)
 }
 
 // upgradeSPDY is client-go's SPDY dialer with the request under ctx.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -24,19 +25,38 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 )
 
-// spdyOnlyServer stands in for an apiserver without WebSocket port-forward (before Kubernetes
-// 1.31): it refuses WebSocket upgrades and serves SPDY port-forward to target itself.
+// spdyOnlyServer stands in for an apiserver, or a proxy in front of it, that refuses WebSocket
+// upgrades: it serves SPDY port-forward to target itself.
 func spdyOnlyServer(t *testing.T, target string) (*httptest.Server, *sync.Map) {
+	return portForwardServer(t, target, false)
+}
+
+// portForwardServer serves port-forward to target with the kubelet's own streaming code, as
+// the apiserver proxies it: the kubelet's WebSocket protocol when webSocket is set (WebSocket
+// upgrades are refused otherwise), SPDY always. It records the protocols asked for.
+func portForwardServer(t *testing.T, target string, webSocket bool) (*httptest.Server, *sync.Map) {
 	t.Helper()
 	seen := &sync.Map{}
 	s := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
-			seen.Store("websocket", true)
-			http.Error(w, "websocket port-forward not supported", http.StatusBadRequest)
+			seen.Store("websocket:"+req.Header.Get("Sec-WebSocket-Protocol"), req.URL.Query().Get("ports"))
+			if !webSocket {
+				http.Error(w, "websocket port-forward not supported", http.StatusBadRequest)
+				return
+			}
+		} else {
+			seen.Store("spdy", req.URL.Path)
+		}
+		// The apiserver takes the ports as "ports" and asks the kubelet for them as "port".
+		q := req.URL.Query()
+		q["port"] = q["ports"]
+		req.URL.RawQuery = q.Encode()
+		opts, err := portforward.NewV4Options(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		seen.Store("spdy", req.URL.Path)
-		portforward.ServePortForward(w, req, forwardTo(target), "etcd", "", nil, time.Minute, 10*time.Second, portforward.SupportedProtocols)
+		portforward.ServePortForward(w, req, forwardTo(target), "etcd", "", opts, time.Minute, 10*time.Second, portforward.SupportedProtocols)
 	}))
 	t.Cleanup(s.Close)
 	return s, seen
@@ -80,8 +100,8 @@ func Test_dialer_fallsBackToSPDY(t *testing.T) {
 	conn, err := d.dial(ctx, m.NodeName(), creds)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(conn.Close()).To(Succeed()) }()
-	_, tried := seen.Load("websocket")
-	g.Expect(tried).To(BeTrue(), "WebSocket is tried first")
+	_, tried := seen.Load("websocket:" + channelProtocol)
+	g.Expect(tried).To(BeTrue(), "the kubelet's WebSocket protocol is tried first")
 	path, ok := seen.Load("spdy")
 	g.Expect(ok).To(BeTrue(), "SPDY is the fallback")
 	g.Expect(path).To(Equal("/api/v1/namespaces/kube-system/pods/etcd-spdy-0/portforward"))
@@ -138,36 +158,106 @@ func Test_dialer_forbiddenIsNotUnreachable(t *testing.T) {
 	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeFalse(), "%v", err)
 }
 
-func Test_tunnel_honoursDeadlines(t *testing.T) {
+// protocols are the two ways a port-forward server may answer: with the kubelet's own
+// WebSocket protocol, or with SPDY only.
+var protocols = []struct {
+	name      string
+	webSocket bool
+}{
+	{"kubelet WebSocket protocol", true},
+	{"SPDY", false},
+}
+
+func Test_dialer_usesTheKubeletWebSocketProtocol(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	// Behind the port-forward, a peer that accepts and then neither writes nor closes: only the
-	// deadline can end a Read.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	ec, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes("ws", 1)})
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = silent.Close() })
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
-	server, _ := spdyOnlyServer(t, silent.Addr().String())
+	t.Cleanup(func() { _ = ec.Close() })
+	m := ec.Members()[0]
+	server, seen := portForwardServer(t, m.ClientAddress(), true)
+	creds, _, err := sourceFor([]client.Object{ec.CA().Secret(testCluster)}).get(ctx, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+
 	d := &dialer{cfg: Config{
 		DialTimeout: 10 * time.Second,
 		RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
 	}}
-	tn, err := d.openTunnel(ctx, "silent")
+	p := newPool(d, time.Minute, logr.Discard())
+	defer func() { g.Expect(p.close()).To(Succeed()) }()
+	c, err := p.get(ctx, m.NodeName(), creds)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = tn.Close() }()
-	g.Expect(tn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))).To(Succeed())
-	done := make(chan error, 1)
-	go func() { _, err := tn.Read(make([]byte, 1)); done <- err }()
-	g.Eventually(done).WithTimeout(30*time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
+	resp, err := c.cluster.MemberList(ctx)
+	g.Expect(err).NotTo(HaveOccurred(), "etcd answered through the tunnel")
+	g.Expect(resp.Members).To(HaveLen(1))
+	g.Expect(resp.Members[0].Name).To(Equal(m.NodeName()))
+
+	ports, ok := seen.Load("websocket:" + channelProtocol)
+	g.Expect(ok).To(BeTrue(), "the kubelet's WebSocket protocol is asked for")
+	g.Expect(ports).To(Equal("2379"))
+	_, spdy := seen.Load("spdy")
+	g.Expect(spdy).To(BeFalse(), "no fallback")
+}
+
+func Test_dialer_reportsTheKubeletsReason(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			g := NewWithT(t)
+			// Nothing listens behind the port-forward: the kubelet's connection is refused and
+			// it says so on the error stream.
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			g.Expect(err).NotTo(HaveOccurred())
+			closed := l.Addr().String()
+			g.Expect(l.Close()).To(Succeed())
+			server, _ := portForwardServer(t, closed, p.webSocket)
+			creds, _, err := sourceFor([]client.Object{caSecretFor(g)}).get(t.Context(), time.Now())
+			g.Expect(err).NotTo(HaveOccurred())
+			d := &dialer{cfg: Config{
+				DialTimeout: 10 * time.Second,
+				RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
+			}}
+			_, err = d.dial(t.Context(), "n1", creds)
+			g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "%v", err)
+			g.Expect(err.Error()).To(ContainSubstring("connection refused"))
+		})
+	}
+}
+
+func Test_tunnel_honoursDeadlines(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			// Behind the port-forward, a peer that accepts and then neither writes nor closes:
+			// only the deadline can end a Read.
+			silent, err := net.Listen("tcp", "127.0.0.1:0")
+			g.Expect(err).NotTo(HaveOccurred())
+			t.Cleanup(func() { _ = silent.Close() })
+			go func() {
+				for {
+					c, err := silent.Accept()
+					if err != nil {
+						return
+					}
+					t.Cleanup(func() { _ = c.Close() })
+				}
+			}()
+			server, _ := portForwardServer(t, silent.Addr().String(), p.webSocket)
+			d := &dialer{cfg: Config{
+				DialTimeout: 10 * time.Second,
+				RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
+			}}
+			tn, err := d.openTunnel(ctx, "silent")
+			g.Expect(err).NotTo(HaveOccurred())
+			defer func() { _ = tn.Close() }()
+			g.Expect(tn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))).To(Succeed())
+			done := make(chan error, 1)
+			go func() { _, err := tn.Read(make([]byte, 1)); done <- err }()
+			g.Eventually(done).WithTimeout(30*time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
+		})
+	}
 }
 
 // caSecretFor returns a CA Secret for testCluster.

@@ -2,7 +2,8 @@
 // KubeadmControlPlane reaches it, but safer and faster.
 //
 // Every member is reached with clientv3 through a port-forward of the workload apiserver to
-// pod kube-system/etcd-<node>, port 2379 (WebSocket first, SPDY as fallback). The client
+// pod kube-system/etcd-<node>, port 2379 (the kubelet's own WebSocket protocol first, then
+// SPDY over WebSocket, then SPDY). The client
 // certificate is minted, short-lived, from the CA in the management cluster's
 // `<cluster>-etcd` Secret; the server certificate must chain to that CA and name the Node
 // being dialled. Connections are kept per member, probed before use, replaced when broken and
