@@ -93,10 +93,7 @@ func Test_dialer_fallsBackToSPDY(t *testing.T) {
 	creds, _, err := sourceFor([]client.Object{ec.CA().Secret(testCluster)}).get(ctx, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 
-	d := &dialer{cfg: Config{
-		DialTimeout: 10 * time.Second,
-		RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
-	}}
+	d := dialerTo(server.URL, 10*time.Second)
 	conn, err := d.dial(ctx, m.NodeName(), creds)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(conn.Close()).To(Succeed()) }()
@@ -126,10 +123,7 @@ func Test_dialer_upgradeEndsWithTheContext(t *testing.T) {
 	server, gone := hangingServer(t)
 	creds, _, err := sourceFor([]client.Object{caSecretFor(g)}).get(t.Context(), time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
-	d := &dialer{cfg: Config{
-		DialTimeout: 300 * time.Millisecond,
-		RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
-	}}
+	d := dialerTo(server.URL, 300*time.Millisecond)
 	_, err = d.dial(t.Context(), "n1", creds)
 	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "%v", err)
 	// The upgrade request's connection is closed, not left to the apiserver ...
@@ -149,10 +143,7 @@ func Test_dialer_forbiddenIsNotUnreachable(t *testing.T) {
 	t.Cleanup(s.Close)
 	creds, _, err := sourceFor([]client.Object{caSecretFor(g)}).get(t.Context(), time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
-	d := &dialer{cfg: Config{
-		DialTimeout: 10 * time.Second,
-		RESTConfig:  StaticRESTConfig(&rest.Config{Host: s.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
-	}}
+	d := dialerTo(s.URL, 10*time.Second)
 	_, err = d.dial(t.Context(), "n1", creds)
 	g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "%v", err)
 	g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeFalse(), "%v", err)
@@ -180,10 +171,7 @@ func Test_dialer_usesTheKubeletWebSocketProtocol(t *testing.T) {
 	creds, _, err := sourceFor([]client.Object{ec.CA().Secret(testCluster)}).get(ctx, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
 
-	d := &dialer{cfg: Config{
-		DialTimeout: 10 * time.Second,
-		RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
-	}}
+	d := dialerTo(server.URL, 10*time.Second)
 	p := newPool(d, time.Minute, logr.Discard())
 	defer func() { g.Expect(p.close()).To(Succeed()) }()
 	c, err := p.get(ctx, m.NodeName(), creds)
@@ -213,10 +201,7 @@ func Test_dialer_reportsTheKubeletsReason(t *testing.T) {
 			server, _ := portForwardServer(t, closed, p.webSocket)
 			creds, _, err := sourceFor([]client.Object{caSecretFor(g)}).get(t.Context(), time.Now())
 			g.Expect(err).NotTo(HaveOccurred())
-			d := &dialer{cfg: Config{
-				DialTimeout: 10 * time.Second,
-				RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
-			}}
+			d := dialerTo(server.URL, 10*time.Second)
 			_, err = d.dial(t.Context(), "n1", creds)
 			g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "%v", err)
 			g.Expect(err.Error()).To(ContainSubstring("connection refused"))
@@ -245,10 +230,7 @@ func Test_tunnel_honoursDeadlines(t *testing.T) {
 				}
 			}()
 			server, _ := portForwardServer(t, silent.Addr().String(), p.webSocket)
-			d := &dialer{cfg: Config{
-				DialTimeout: 10 * time.Second,
-				RESTConfig:  StaticRESTConfig(&rest.Config{Host: server.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
-			}}
+			d := dialerTo(server.URL, 10*time.Second)
 			tn, err := d.openTunnel(ctx, "silent")
 			g.Expect(err).NotTo(HaveOccurred())
 			defer func() { _ = tn.Close() }()
@@ -258,6 +240,14 @@ func Test_tunnel_honoursDeadlines(t *testing.T) {
 			g.Eventually(done).WithTimeout(30*time.Second).Should(Receive(HaveOccurred()), "a Read past its deadline returns")
 		})
 	}
+}
+
+// dialerTo is a dialer to the stand-in apiserver at url, whose certificate it does not check.
+func dialerTo(url string, timeout time.Duration) *dialer {
+	return &dialer{cfg: Config{
+		DialTimeout: timeout,
+		RESTConfig:  StaticRESTConfig(&rest.Config{Host: url, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}),
+	}}
 }
 
 // caSecretFor returns a CA Secret for testCluster.
