@@ -34,7 +34,7 @@ func ensureAssets(ctx context.Context, root string, out io.Writer) error {
 		cache = filepath.Join(home, ".cache")
 	}
 	cache = filepath.Join(cache, "etcd-adapter", "assets")
-	fmt.Fprintf(out, "First run: building kube-apiserver %s and etcd %s from the Go module proxy into %s (about 5 minutes on 2 cores, once).\n",
+	fmt.Fprintf(out, "First run: building kube-apiserver %s and etcd %s from the Go module proxy into %s (about 8 to 9 minutes on 2 idle cores, once).\n",
 		env.KubernetesVersion, env.EtcdVersion, cache)
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-assets.sh"), cache)
 	cmd.Dir = root
