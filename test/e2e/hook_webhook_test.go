@@ -13,16 +13,12 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
-	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 var _ = Describe("The Machine hook webhook", func() {
 	It("puts the hook on a control-plane Machine at creation, so one deleted while etcd-adapter's controllers are down is drained and held before its member is removed", func(ctx SpecContext) {
-		wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(wl.Close)
-		c := registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Kubeadm: wl},
-			v1alpha1.BackendKubeadm, v1alpha1.ModeManage)
+		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeManage)
+		wl := c.workload
 		c.expectMembers(ctx, 3)
 
 		By("stopping etcd-adapter's controllers; its webhooks keep answering")

@@ -63,7 +63,6 @@ var _ = Describe("A running KThreesControlPlane provider", func() {
 		delete(got.Annotations, v1alpha1.LegacyK3sHookAnnotation)
 		Expect(mgmt.Client.Patch(ctx, got, client.MergeFrom(orig))).To(Succeed())
 		c.expectGone(ctx, doomed)
-		delete(c.machines, "cp-2")
 		c.expectMembers(ctx, 2)
 	}, SpecTimeout(4*time.Minute))
 })

@@ -49,7 +49,6 @@ var _ = Describe("K3s scale-down 3→2→1 by a provider using the provider libr
 				c.expectGone(ctx, doomed)
 				Expect(rec.order(node)).To(Equal([]string{"evicted", "removal-requested"}),
 					"the Node must be drained before its member's removal is asked for; recorded: %s", rec)
-				delete(c.machines, node)
 				c.expectMembers(ctx, want)
 				c.expectRemoved(ctx, doomed)
 			}
@@ -57,7 +56,8 @@ var _ = Describe("K3s scale-down 3→2→1 by a provider using the provider libr
 	}
 })
 
-// expectGone waits until the Machine, its TestMachine and its Node are gone.
+// expectGone waits until the Machine, its TestMachine and its Node are gone, and stops tracking
+// the Machine.
 func (c *testCluster) expectGone(ctx context.Context, m *clusterv1.Machine) {
 	Eventually(func() error {
 		return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{})
@@ -66,6 +66,12 @@ func (c *testCluster) expectGone(ctx context.Context, m *clusterv1.Machine) {
 	Eventually(func() error {
 		return c.workload.APIServer.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &corev1.Node{})
 	}, reconcileTimeout).Should(Satisfy(apierrors.IsNotFound), "the Node must be gone")
+	// The cluster's later checks (expectMembers, waitForHooks) look at the Machines still there.
+	for node, tracked := range c.machines {
+		if tracked.Name == m.Name {
+			delete(c.machines, node)
+		}
+	}
 }
 
 // expectMembers waits until the status reports n healthy voters, all bound to Machines, and etcd

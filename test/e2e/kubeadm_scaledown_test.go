@@ -16,15 +16,12 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
-	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 var _ = Describe("kubeadm scale-down 3→2→1 by a provider using the provider library", func() {
 	It("drains each Node before its member is removed, keeps quorum and releases the hooks", func(ctx SpecContext) {
-		wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(wl.Close)
-		c := registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Kubeadm: wl}, v1alpha1.BackendKubeadm, v1alpha1.ModeManage)
+		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeManage)
+		wl := c.workload
 		key := client.ObjectKeyFromObject(c.cluster)
 		backend, err := kubeadm.New(kubeadm.Config{Cluster: key, ClusterUID: c.cluster.UID, RESTConfig: kubeadm.FromClusterCache(mgmt.ClusterCache, key), Client: mgmt.Client})
 		Expect(err).NotTo(HaveOccurred())
@@ -55,7 +52,6 @@ var _ = Describe("kubeadm scale-down 3→2→1 by a provider using the provider 
 			var violation string
 			Eventually(order, deletionTimeout).Should(Receive(&violation))
 			Expect(violation).To(BeEmpty(), "the Node must be drained before its member is removed")
-			delete(c.machines, node)
 			c.expectMembers(ctx, want)
 			c.expectRemoved(ctx, doomed)
 		}

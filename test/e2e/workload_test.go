@@ -58,6 +58,16 @@ func startK3sCluster(ctx context.Context, opts k3sOptions) *testCluster {
 	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Simulator: wl.Simulator, K3s: wl}, v1alpha1.BackendK3s, v1alpha1.ModeManage)
 }
 
+// startKubeadmCluster starts a kubeadm workload cluster of the given size, registers it, creates
+// its ControlPlaneEtcd in the given mode and a control-plane Machine per Node, and in Manage mode
+// waits for etcd-adapter's hook on every Machine.
+func startKubeadmCluster(ctx context.Context, members int, mode v1alpha1.Mode) *testCluster {
+	wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: members})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(wl.Close)
+	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Kubeadm: wl}, v1alpha1.BackendKubeadm, mode)
+}
+
 // workloadParts are what the tests use of either flavour's workload cluster.
 type workloadParts struct {
 	APIServer *env.APIServer
