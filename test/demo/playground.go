@@ -21,6 +21,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/cmd/etcd-adapter/manager"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/inprocess"
 	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
@@ -69,26 +70,9 @@ func (p *playground) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wh := p.mgmt.WebhookInstallOptions()
-	o := manager.NewOptions()
+	o := inprocess.ManagerOptions(p.mgmt)
 	o.HealthAddr, p.health = health, health
-	o.Diagnostics.DiagnosticsAddress = "0"
-	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
-	o.EtcdCallTimeout = 5 * time.Second
-	// The management cluster's own Cluster API manager runs in this process too.
-	o.SkipNameValidation = true
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- manager.Run(runCtx, p.mgmt.Config, o) }()
-	p.stopManager = func() error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(managerStopTimeout):
-			return fmt.Errorf("the etcd-adapter manager did not stop within %s", managerStopTimeout)
-		}
-	}
+	p.stopManager = inprocess.StartManager(ctx, p.mgmt.Config, o, managerStopTimeout)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/cmd/etcd-adapter/manager"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/inprocess"
 )
 
 // namespace holds the benchmark's Clusters.
@@ -56,26 +57,10 @@ func startPlatform(ctx context.Context, b *testing.B) *platform {
 // webhooks the management apiserver was configured with.
 func startManager(ctx context.Context, b *testing.B, mgmt *env.Management) {
 	b.Helper()
-	wh := mgmt.WebhookInstallOptions()
-	o := manager.NewOptions()
-	o.HealthAddr = "0"
-	o.Diagnostics.DiagnosticsAddress = "0"
-	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
-	o.EtcdCallTimeout = 5 * time.Second
-	// Cluster API's own controllers run in this process too.
-	o.SkipNameValidation = true
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- manager.Run(runCtx, mgmt.Config, o) }()
+	stop := inprocess.StartManager(ctx, mgmt.Config, inprocess.ManagerOptions(mgmt), time.Minute)
 	b.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				b.Errorf("the etcd-adapter manager failed: %v", err)
-			}
-		case <-time.After(time.Minute):
-			b.Error("the etcd-adapter manager did not stop within a minute")
+		if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+			b.Errorf("the etcd-adapter manager failed: %v", err)
 		}
 	})
 }
