@@ -83,9 +83,9 @@ func (c *testCluster) expectMembers(ctx context.Context, n int) {
 		g.Expect(cpe.Status.MemberCount).To(HaveValue(BeEquivalentTo(n)))
 		g.Expect(cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(n)))
 		g.Expect(cpe.Status.FaultTolerance).To(HaveValue(BeEquivalentTo(max(0, n-(n/2+1)))))
-		g.Expect(conditionStatus(cpe, v1alpha1.AvailableCondition)).To(Equal(metav1.ConditionTrue))
-		g.Expect(conditionStatus(cpe, v1alpha1.ProgressingCondition)).To(Equal(metav1.ConditionFalse))
-		g.Expect(conditionStatus(cpe, v1alpha1.EtcdClusterHealthyCondition)).To(Equal(metav1.ConditionTrue))
+		g.Expect(conditionStatus(cpe, v1alpha1.AvailableCondition)).To(Equal(metav1.ConditionTrue), "status: %+v", cpe.Status)
+		g.Expect(conditionStatus(cpe, v1alpha1.ProgressingCondition)).To(Equal(metav1.ConditionFalse), "status: %+v", cpe.Status)
+		g.Expect(conditionStatus(cpe, v1alpha1.EtcdClusterHealthyCondition)).To(Equal(metav1.ConditionTrue), "status: %+v", cpe.Status)
 		for _, m := range cpe.Status.Members {
 			g.Expect(m.MachineName).NotTo(BeEmpty(), "member %s must be bound to a Machine", m.Name)
 			g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy))
