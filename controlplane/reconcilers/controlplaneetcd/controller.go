@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,9 @@ type Reconciler struct {
 	AtStep func(ctx context.Context, step string)
 
 	controller controller.Controller
+	// seen maps a ControlPlaneEtcd's key to the UID of the Cluster it was last reconciled
+	// against (see forget.go).
+	seen sync.Map
 }
 
 // SetupWithManager adds the controller to mgr. Node events of workload clusters reach it through
@@ -132,11 +136,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		reader = r.APIReader
 	}
 	if err := reader.Get(ctx, req.NamespacedName, cpe); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(ctx, req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cpe.Namespace, Name: cpe.Spec.ClusterName}, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.forget(ctx, req.NamespacedName)
 			log.Info("Waiting for Cluster to exist", "Cluster", klog.KRef(cpe.Namespace, cpe.Spec.ClusterName))
 			return ctrl.Result{}, nil
 		}
@@ -144,6 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	log = log.WithValues("Cluster", klog.KObj(cluster))
 	ctx = ctrl.LoggerInto(ctx, log)
+	r.clusterSeen(ctx, req.NamespacedName, cluster.UID)
 
 	helper, err := patch.NewHelper(cpe, r.Client)
 	if err != nil {

@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"bytes"
+	"runtime"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
+)
+
+var _ = Describe("A Cluster that is gone", func() {
+	It("leaves nothing running: the kubeadm backend's etcd clients, their janitor and the etcd Pod informer stop when the ControlPlaneEtcd goes, and again when the Cluster goes", func(ctx SpecContext) {
+		wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(wl.Close)
+		// Taken once the workload cluster runs (its kubelet stand-ins have goroutines of their own)
+		// and before etcd-adapter knows it, so the difference is what etcd-adapter starts for it.
+		baseline := backendGoroutines()
+
+		c := registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Kubeadm: wl}, v1alpha1.BackendKubeadm, v1alpha1.ModeObserve)
+		c.expectMembers(ctx, 3)
+		Expect(backendGoroutines()).To(HaveKeyWithValue(janitorFrame, baseline[janitorFrame]+1), "the measure sees the backend this Cluster started")
+		Expect(backendGoroutines()[informerFrame]).To(BeNumerically(">", baseline[informerFrame]), "the measure sees the etcd Pod informer")
+
+		By("deleting the ControlPlaneEtcd: the Cluster stays, etcd-adapter lets go of it")
+		Expect(mgmt.Client.Delete(ctx, c.cpe)).To(Succeed())
+		Eventually(backendGoroutines, reconcileTimeout).Should(Equal(baseline))
+
+		By("creating it again, then deleting the Cluster")
+		cpe := &v1alpha1.ControlPlaneEtcd{}
+		cpe.Namespace, cpe.Name, cpe.Spec = c.cpe.Namespace, c.cpe.Name, c.cpe.Spec
+		Expect(mgmt.Client.Create(ctx, cpe)).To(Succeed())
+		c.cpe = cpe
+		c.expectMembers(ctx, 3)
+		Expect(backendGoroutines()).To(HaveKeyWithValue(janitorFrame, baseline[janitorFrame]+1))
+		for _, m := range c.machines {
+			Expect(client.IgnoreNotFound(mgmt.Client.Delete(ctx, m))).To(Succeed())
+		}
+		Expect(mgmt.Client.Delete(ctx, c.cluster)).To(Succeed())
+		Eventually(func() error {
+			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.cluster), c.cluster.DeepCopy())
+		}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound))
+		Eventually(backendGoroutines, reconcileTimeout).Should(Equal(baseline))
+	}, SpecTimeout(5*time.Minute))
+})
+
+const (
+	// janitorFrame runs once per kubeadm backend for as long as it is open.
+	janitorFrame = "etcd-adapter/pkg/kubeadm.(*pool).janitor"
+	// informerFrame runs per informer a client-go informer factory started: the kubeadm backend's
+	// etcd Pod informer (etcd-adapter's ClusterCache informers are controller-runtime's own).
+	informerFrame = "k8s.io/client-go/informers.(*sharedInformerFactory).Start"
+)
+
+// backendGoroutines counts the goroutines of this process that run each frame.
+func backendGoroutines() map[string]int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	counts := map[string]int{janitorFrame: 0, informerFrame: 0}
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		for frame := range counts {
+			if bytes.Contains(g, []byte(frame)) {
+				counts[frame]++
+			}
+		}
+	}
+	return counts
+}
