@@ -161,6 +161,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, cpe); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
+	if inCharge, err := r.inChargeOtherThan(ctx, cpe, cluster); err != nil || inCharge != nil {
+		if inCharge != nil {
+			r.setDuplicateConditions(ctx, cpe, inCharge)
+			err = helper.Patch(ctx, cpe, patch.WithOwnedConditions{Conditions: ownedConditions})
+		}
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to reconcile duplicate ControlPlaneEtcd %s: %w", klog.KObj(cpe), err)
+		}
+		// Looked at again now and then: nothing wakes it when the one in charge goes.
+		return ctrl.Result{RequeueAfter: cpe.Spec.ObservationIntervalOr(r.ObservationInterval)}, nil
+	}
 	s, err := r.newScope(ctx, cpe, cluster)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -70,12 +70,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	// Note: a cached read first, so the Cluster's many updates cost no write each.
-	existing := &v1alpha1.ControlPlaneEtcd{}
-	if err := r.Client.Get(ctx, req.NamespacedName, existing); err == nil {
+	// Note: a cached read first, so the Cluster's many updates cost no write each. Any
+	// ControlPlaneEtcd that names the Cluster counts, whatever its name: a person may have made
+	// one, and a default next to it would be a second removal flow for the same Cluster.
+	existing, err := ControlPlaneEtcdOf(ctx, r.Client, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if existing != nil {
 		return ctrl.Result{}, r.syncWatchLabel(ctx, cluster, existing)
-	} else if !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("failed to get ControlPlaneEtcd %s: %w", req.NamespacedName, err)
 	}
 	cpe := newControlPlaneEtcd(cluster, d)
 	if err := controllerutil.SetOwnerReference(cluster, cpe, r.Client.Scheme()); err != nil {

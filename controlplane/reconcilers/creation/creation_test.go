@@ -3,6 +3,7 @@ package creation
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,4 +91,59 @@ func scheme() *runtime.Scheme {
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
+}
+
+func TestReconciler_Reconcile_makesNoTwin(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "uid-c"},
+		Spec:       clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KThreesControlPlane", Name: "c"}},
+	}
+	mine := &v1alpha1.ControlPlaneEtcd{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mine"},
+		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeObserve},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(cluster, mine).Build()
+
+	_, err := (&Reconciler{Client: c}).Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	list := &v1alpha1.ControlPlaneEtcdList{}
+	g.Expect(c.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1), "a ControlPlaneEtcd a person made under another name is the Cluster's; no default is added next to it")
+	g.Expect(list.Items[0].Name).To(Equal("mine"))
+}
+
+func TestControlPlaneEtcdOf(t *testing.T) {
+	t0 := metav1.Now()
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	cpe := func(name, cluster string, created metav1.Time) *v1alpha1.ControlPlaneEtcd {
+		return &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: created},
+			Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: cluster}}
+	}
+	tests := []struct {
+		name     string
+		existing []client.Object
+		want     string
+	}{
+		{name: "none names the Cluster", existing: []client.Object{cpe("other", "d", t0)}, want: ""},
+		{name: "one under another name is the Cluster's", existing: []client.Object{cpe("mine", "c", t0)}, want: "mine"},
+		{name: "of two the older is in charge, whatever the names", existing: []client.Object{cpe("a-newer", "c", t1), cpe("z-older", "c", t0)}, want: "z-older"},
+		{name: "of two as old the first by name is in charge", existing: []client.Object{cpe("b", "c", t0), cpe("a", "c", t0)}, want: "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(tt.existing...).Build()
+			got, err := ControlPlaneEtcdOf(context.Background(), c, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
+			g.Expect(err).NotTo(HaveOccurred())
+			if tt.want == "" {
+				g.Expect(got).To(BeNil())
+				return
+			}
+			g.Expect(got).NotTo(BeNil())
+			g.Expect(got.Name).To(Equal(tt.want))
+		})
+	}
 }
