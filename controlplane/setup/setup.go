@@ -14,6 +14,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/controlplaneetcd"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/handback"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/machinehook"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
 )
@@ -66,6 +67,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache, Backends: registry,
 		CallTimeout: opts.CallTimeout, ObservationInterval: opts.ObservationInterval, AtStep: opts.AtStep}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
+		return nil, err
+	}
+	if err := (&handback.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}
 	if opts.Webhooks {

@@ -205,7 +205,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 		ctrl.LoggerFrom(ctx).V(4).Info("Not watching workload Nodes yet", "err", err.Error())
 	}
 	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
-		return s.requeue(), nil
+		return r.handBackMachines(ctx, s)
 	}
 	if err := r.ensureHooks(ctx, s); err != nil {
 		return ctrl.Result{}, err

@@ -1,0 +1,157 @@
+package handback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+)
+
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+const controllerName = "etcd-adapter-hook-handback"
+
+// Reconciler hands back the Machines of Clusters no ControlPlaneEtcd manages.
+type Reconciler struct {
+	// Client is the manager's (cached) client.
+	Client client.Client
+	// APIReader re-reads the Cluster's ControlPlaneEtcds uncached right before a hook is taken
+	// off, so one created a moment ago is never missed; nil reads through Client.
+	APIReader client.Reader
+	// Recorder records Events on Machines; nil means the manager's.
+	Recorder record.EventRecorder
+}
+
+// SetupWithManager adds the controller to mgr. It watches only Machines carrying the hook.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil {
+		return errors.New("failed to set up the hook hand-back controller: Client is nil")
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorderFor(controllerName)
+	}
+	if r.APIReader == nil {
+		r.APIReader = r.Client
+	}
+	hooked := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetAnnotations()[v1alpha1.PreTerminateHookAnnotation] != ""
+	})
+	// Note: a Machine changes nothing when its ControlPlaneEtcd is deleted or its Cluster opts
+	// out, so both map to the Cluster's hooked Machines.
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&clusterv1.Machine{}, builder.WithPredicates(hooked)).
+		Watches(&v1alpha1.ControlPlaneEtcd{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
+			return r.hookedMachines(ctx, o.GetNamespace(), o.(*v1alpha1.ControlPlaneEtcd).Spec.ClusterName)
+		})).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
+			return r.hookedMachines(ctx, o.GetNamespace(), o.GetName())
+		})).
+		Named(controllerName).
+		WithOptions(options).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("failed to set up the hook hand-back controller: %w", err)
+	}
+	return nil
+}
+
+// hookedMachines maps to the Cluster's control-plane Machines that carry the hook.
+func (r *Reconciler) hookedMachines(ctx context.Context, namespace, clusterName string) []ctrl.Request {
+	if clusterName == "" {
+		return nil
+	}
+	list := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName},
+		client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the control-plane Machines of a Cluster", "Cluster", klog.KRef(namespace, clusterName))
+		return nil
+	}
+	var out []ctrl.Request
+	for i := range list.Items {
+		if list.Items[i].Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {
+			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// Reconcile takes the hook off one Machine when nothing will ever release it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	m := &clusterv1.Machine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if m.Annotations[v1alpha1.PreTerminateHookAnnotation] == "" {
+		return ctrl.Result{}, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
+		// Note: a Cluster this manager's cache does not hold is another shard's (--watch-filter)
+		// or not created yet (Cluster API allows a Machine first): never act on it.
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("failed to get Cluster %s: %w", m.Spec.ClusterName, err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KObj(cluster), "Machine", klog.KObj(m))
+	if annotations.IsPaused(cluster, m) {
+		// clusterctl move pauses the Cluster while it copies it, ControlPlaneEtcd last.
+		return ctrl.Result{}, nil
+	}
+	why, handBack, err := r.unmanaged(ctx, cluster)
+	if err != nil || !handBack {
+		return ctrl.Result{}, err
+	}
+	before := m.DeepCopy()
+	delete(m.Annotations, v1alpha1.PreTerminateHookAnnotation)
+	if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to take the pre-terminate hook off Machine %s: %w", klog.KObj(m), err)
+	}
+	msg := "Took the etcd-adapter pre-terminate hook off: " + why
+	eventType := corev1.EventTypeNormal
+	if !m.DeletionTimestamp.IsZero() {
+		eventType = corev1.EventTypeWarning
+		msg = fmt.Sprintf("Released the etcd-adapter pre-terminate hook without removing the etcd member of Node %q: %s", m.Status.NodeRef.Name, why)
+	}
+	r.Recorder.Event(m, eventType, v1alpha1.EventHookHandedBack, msg)
+	log.Info("Handed the Machine back: took the pre-terminate hook off", "why", why)
+	return ctrl.Result{}, nil
+}
+
+// unmanaged says whether no ControlPlaneEtcd manages the Cluster nor will: none names it, and
+// it gets none in Manage mode by default (it opted out, or its control-plane kind has no default
+// in Manage). It reads uncached, as the safety check right before the hook is taken off.
+func (r *Reconciler) unmanaged(ctx context.Context, cluster *clusterv1.Cluster) (string, bool, error) {
+	cpe, err := creation.ControlPlaneEtcdOf(ctx, r.APIReader, cluster)
+	if err != nil || cpe != nil {
+		// The ControlPlaneEtcd controller owns the hook; outside Manage mode it hands it back.
+		return "", false, err
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		return fmt.Sprintf("Cluster %s is being deleted and has no ControlPlaneEtcd", cluster.Name), true, nil
+	}
+	if d, ok := creation.DefaultFor(cluster); ok && d.Mode == v1alpha1.ModeManage {
+		// The creation controller is about to make its ControlPlaneEtcd, which releases the hook.
+		return "", false, nil
+	}
+	return fmt.Sprintf("Cluster %s has no ControlPlaneEtcd and gets none in Manage mode by default (control plane %q, or annotation %s)",
+		cluster.Name, cluster.Spec.ControlPlaneRef.Kind, v1alpha1.OptOutAnnotation), true, nil
+}
