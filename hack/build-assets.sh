@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds the envtest binaries (kube-apiserver, etcd) from the Go module proxy into one directory
-# keyed by version, so KUBEBUILDER_ASSETS can point at it. An existing, complete directory is
-# reused as is. Nothing is downloaded from anywhere but the Go module proxy.
+# keyed by version, so KUBEBUILDER_ASSETS can point at it, and the parent-death wrappers through
+# which test/env starts them (parent-death/kube-apiserver, parent-death/etcd; see
+# hack/tools/parent-death). Only what is missing is built: an existing kube-apiserver and etcd are
+# reused as they are; the wrappers (seconds) are rebuilt when their source is newer. Nothing is
+# downloaded from anywhere but the Go module proxy.
 #
 # Usage: hack/build-assets.sh <assets-cache-dir>
 # Prints the resulting directory on stdout.
@@ -15,7 +18,39 @@ cache=${1:?usage: $0 <assets-cache-dir>}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dest="${cache}/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
 
+export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOWORK=off
+
+wrappers="${dest}/parent-death"
+wrapper_src="${root}/hack/tools/parent-death"
+
+# wrappers_current says whether both wrappers exist and are newer than every file of their source.
+wrappers_current() {
+	local f w
+	for w in kube-apiserver etcd; do
+		[[ -x "${wrappers}/${w}" ]] || return 1
+		for f in "${wrapper_src}"/*; do
+			[[ "${f}" -nt "${wrappers}/${w}" ]] && return 1
+		done
+	done
+	return 0
+}
+
+# build_wrappers builds the wrapper once and installs a copy per binary; each copy is renamed
+# into place, so a test starting a wrapper meanwhile runs either the old or the new one.
+build_wrappers() {
+	local tmp
+	mkdir -p "${wrappers}"
+	tmp=$(mktemp -d "${wrappers}/.build.XXXXXX")
+	echo "building the parent-death wrappers into ${wrappers}" >&2
+	(cd "${wrapper_src}" && go build -trimpath -ldflags "-s -w" -o "${tmp}/wrapper" .)
+	cp "${tmp}/wrapper" "${tmp}/kube-apiserver"
+	mv "${tmp}/wrapper" "${tmp}/etcd"
+	mv "${tmp}/kube-apiserver" "${tmp}/etcd" "${wrappers}/"
+	rm -rf "${tmp}"
+}
+
 if [[ -x "${dest}/kube-apiserver" && -x "${dest}/etcd" ]]; then
+	wrappers_current || build_wrappers
 	echo "${dest}"
 	exit 0
 fi
@@ -38,8 +73,6 @@ for pkg in ${kver} ${cver}; do
 	k8s_ldflags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${now}"
 done
 
-export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOWORK=off
-
 echo "building kube-apiserver ${K8S_VERSION} into ${dest}" >&2
 (cd "${root}/hack/tools/kube-apiserver" &&
 	go build -trimpath -ldflags "${k8s_ldflags}" -o "${tmp}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
@@ -50,4 +83,5 @@ echo "building etcd ${ETCD_VERSION} into ${dest}" >&2
 
 mkdir -p "${dest}"
 mv "${tmp}/kube-apiserver" "${tmp}/etcd" "${dest}/"
+wrappers_current || build_wrappers
 echo "${dest}"

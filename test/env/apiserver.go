@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/parentdeath"
 )
 
 // controlPlaneTimeout bounds each start and stop of kube-apiserver and etcd. It is generous
@@ -74,6 +77,9 @@ func StartAPIServer(opts APIServerOptions) (*APIServer, error) {
 		return nil, fmt.Errorf("failed to create the kube-apiserver certificate directory: %w", err)
 	}
 	s := &APIServer{certDir: certDir, env: newEnvironment(assets, certDir, opts)}
+	if err := EndWithTestProcess(s.env, assets); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(certDir))
+	}
 	if err := s.start(opts.Scheme); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}
@@ -100,6 +106,23 @@ func newEnvironment(assets, certDir string, opts APIServerOptions) *envtest.Envi
 		e.WebhookInstallOptions = *opts.Webhooks
 	}
 	return e
+}
+
+// EndWithTestProcess makes e start kube-apiserver and etcd through the parent-death wrappers in
+// the assets directory, so that both end when this process ends, also when it is killed (see
+// test/env/parentdeath). The paths are set explicitly because envtest prefers
+// $KUBEBUILDER_ASSETS to BinaryAssetsDirectory. Call it on every envtest.Environment before
+// Start; StartAPIServer does.
+func EndWithTestProcess(e *envtest.Environment, assets string) error {
+	if e.ControlPlane.APIServer == nil {
+		e.ControlPlane.APIServer = &envtest.APIServer{}
+	}
+	if e.ControlPlane.Etcd == nil {
+		e.ControlPlane.Etcd = &envtest.Etcd{}
+	}
+	e.ControlPlane.APIServer.Path = filepath.Join(assets, wrapper("kube-apiserver"))
+	e.ControlPlane.Etcd.Path = filepath.Join(assets, wrapper("etcd"))
+	return parentdeath.Export()
 }
 
 // WebhookInstallOptions returns the webhook options the apiserver was started with, filled in

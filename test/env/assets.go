@@ -21,10 +21,20 @@ const (
 	AssetsEnvVar = "KUBEBUILDER_ASSETS"
 )
 
-// assetBinaries are the binaries envtest starts; all of them must be in the assets directory.
-var assetBinaries = []string{"kube-apiserver", "etcd"}
+// wrapperDir is the assets directory's subdirectory of parent-death wrappers, one per binary,
+// that hack/build-assets.sh installs (see test/env/parentdeath).
+const wrapperDir = "parent-death"
 
-// AssetsDir returns the directory with the kube-apiserver and etcd binaries: $KUBEBUILDER_ASSETS
+// assetBinaries are the binaries envtest starts and the wrappers it starts them through; all of
+// them must be in the assets directory.
+var assetBinaries = []string{"kube-apiserver", "etcd", wrapper("kube-apiserver"), wrapper("etcd")}
+
+// wrapper returns the path, relative to the assets directory, of the parent-death wrapper that
+// starts binary.
+func wrapper(binary string) string { return filepath.Join(wrapperDir, binary) }
+
+// AssetsDir returns the directory with the kube-apiserver and etcd binaries and their parent-death
+// wrappers: $KUBEBUILDER_ASSETS
 // if set, otherwise the versioned directory in the default cache that `make envtest-assets`
 // fills. It fails, telling the user to run `make envtest-assets`, if a binary is missing: a test
 // environment without its binaries is an error, never a reason to skip.

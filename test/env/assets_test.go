@@ -18,19 +18,24 @@ func TestAssetsDir(t *testing.T) {
 	t.Run("A non-executable binary is an error", func(t *testing.T) {
 		g := NewWithT(t)
 		dir := t.TempDir()
-		for _, name := range assetBinaries {
-			g.Expect(os.WriteFile(filepath.Join(dir, name), nil, 0o600)).To(Succeed())
-		}
+		writeAssets(g, dir, 0o600, assetBinaries...)
 		t.Setenv(AssetsEnvVar, dir)
 		_, err := AssetsDir()
 		g.Expect(err).To(MatchError(ContainSubstring("is not an executable file")))
 	})
-	t.Run("A directory with both binaries is returned", func(t *testing.T) {
+	t.Run("A directory with both binaries but without their parent-death wrappers is an error that tells how to build them", func(t *testing.T) {
 		g := NewWithT(t)
 		dir := t.TempDir()
-		for _, name := range assetBinaries {
-			g.Expect(os.WriteFile(filepath.Join(dir, name), nil, 0o700)).To(Succeed())
-		}
+		writeAssets(g, dir, 0o700, "kube-apiserver", "etcd")
+		t.Setenv(AssetsEnvVar, dir)
+		_, err := AssetsDir()
+		g.Expect(err).To(MatchError(ContainSubstring("run `make envtest-assets`")))
+		g.Expect(err).To(MatchError(ContainSubstring(filepath.Join(dir, "parent-death", "kube-apiserver"))))
+	})
+	t.Run("A directory with both binaries and their wrappers is returned", func(t *testing.T) {
+		g := NewWithT(t)
+		dir := t.TempDir()
+		writeAssets(g, dir, 0o700, assetBinaries...)
 		t.Setenv(AssetsEnvVar, dir)
 		g.Expect(AssetsDir()).To(Equal(dir))
 	})
@@ -40,6 +45,15 @@ func TestAssetsDir(t *testing.T) {
 		t.Setenv("XDG_CACHE_HOME", "/cache")
 		g.Expect(defaultAssetsDir()).To(Equal("/cache/etcd-adapter/assets/k8s-v1.36.3-etcd-v3.6.14"))
 	})
+}
+
+// writeAssets writes empty files with mode perm at the given paths under dir.
+func writeAssets(g Gomega, dir string, perm os.FileMode, names ...string) {
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		g.Expect(os.MkdirAll(filepath.Dir(path), 0o700)).To(Succeed())
+		g.Expect(os.WriteFile(path, nil, perm)).To(Succeed())
+	}
 }
 
 // TestAssetVersions_matchBuildScript keeps the versions in this package, in

@@ -17,6 +17,13 @@
 // Without KUBEBUILDER_ASSETS the default cache directory is used; missing binaries fail the
 // test with a hint to run `make envtest-assets`, they never skip it.
 //
+// kube-apiserver and etcd end with the test process that started them, also when it is killed
+// (SIGKILL, a `go test -timeout` panic, a CI time limit): they are started through the
+// parent-death wrappers that `make envtest-assets` installs beside them
+// (<assets>/parent-death/kube-apiserver and .../etcd, built from hack/tools/parent-death in
+// seconds, also into an existing cache), which set a parent-death signal and exec the real
+// binary. See test/env/parentdeath.
+//
 // A typical suite:
 //
 //	mgmt, _ := env.StartManagement(ctx)               // CAPI CRDs + Machine/MHC controllers

@@ -25,6 +25,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/parentdeath"
 	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
@@ -476,6 +477,8 @@ func startManagerProcess(ctx context.Context, bin, dir, shard string, extraArgs 
 	}
 	cmd.Args = append(cmd.Args, extraArgs...)
 	cmd.Stdout, cmd.Stderr = log, log
+	// The manager ends with the benchmark process, also when a time limit kills it.
+	parentdeath.Set(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start the manager: %w", err)
 	}

@@ -7,7 +7,8 @@
 // Besides starting and closing clusters, the package has fault handles that the adapter's
 // tests need: stop, kill, restart and wipe a member, a NOSPACE alarm, a ghost learner that
 // never starts, a separate single-member cluster (split-brain target) and a new learner
-// that joins and is promoted.
+// that joins and is promoted. The alarm handles (RaiseNoSpace, DisarmAlarms) return only once
+// every running member, asked alone (AlarmsByMember), reports the change.
 //
 // Note: several clusters may run in one process. etcd keeps some global state (Prometheus
 // metrics, the gRPC logger); it tolerates many servers, so nothing here resets it.

@@ -4,32 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// RaiseNoSpace raises a NOSPACE alarm for the named member, exactly as etcd's own quota check
-// does: clientv3 has no call for it, but the Maintenance.Alarm RPC accepts ACTIVATE, and the
-// alarm goes through raft, so every member reports it in AlarmList and the cluster refuses
-// writes until it is disarmed (clientv3 AlarmDisarm).
-func (c *Cluster) RaiseNoSpace(ctx context.Context, name string) error {
-	m := c.Member(name)
-	if m == nil {
-		return fmt.Errorf("failed to raise NOSPACE: no etcd member %s", name)
-	}
-	cli, err := c.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cli.Close() }()
-	_, err = pb.NewMaintenanceClient(cli.ActiveConnection()).Alarm(ctx, &pb.AlarmRequest{
-		Action: pb.AlarmRequest_ACTIVATE, MemberID: m.ID(), Alarm: pb.AlarmType_NOSPACE,
-	})
-	if err != nil {
-		return fmt.Errorf("failed to raise NOSPACE for etcd member %s: %w", name, err)
-	}
-	return nil
-}
 
 // AddGhostLearner adds a learner whose peer URL nobody listens on, as a failed join leaves
 // behind (KCP issues 13221/13667): it has an empty name and never starts. etcd allows one

@@ -120,6 +120,40 @@ func TestCluster_RaiseNoSpace(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("database space exceeded")))
 		g.Expect(cli.Close()).To(Succeed())
 	}
+
+	g.Expect(c.RaiseNoSpace(t.Context(), "nobody")).To(MatchError(ContainSubstring("no etcd member nobody")))
+}
+
+// TestCluster_alarmsConfirmedOnEveryMember checks the alarm handles against each member asked
+// alone, with one member stopped (its Node down): the running members are asked, the stopped
+// one is not, and disarming leaves no alarm anywhere, so writes work again.
+func TestCluster_alarmsConfirmedOnEveryMember(t *testing.T) {
+	g := NewWithT(t)
+	c := startCluster(t, 3)
+	alarmed, stopped := c.Members()[0], c.Members()[2]
+	g.Expect(stopped.Stop()).To(Succeed())
+
+	g.Expect(c.RaiseNoSpace(t.Context(), alarmed.Name())).To(Succeed())
+	byMember, err := c.AlarmsByMember(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	want := []*pb.AlarmMember{{MemberID: alarmed.ID(), Alarm: pb.AlarmType_NOSPACE}}
+	g.Expect(byMember).To(Equal(map[string][]*pb.AlarmMember{
+		c.Members()[0].Name(): want,
+		c.Members()[1].Name(): want,
+	}))
+
+	g.Expect(c.DisarmAlarms(t.Context())).To(Succeed())
+	byMember, err = c.AlarmsByMember(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(byMember).To(HaveLen(2))
+	for name, alarms := range byMember {
+		g.Expect(alarms).To(BeEmpty(), "member %s", name)
+	}
+	cli, err := c.NewClient(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = cli.Close() }()
+	_, err = cli.Put(t.Context(), "k", "v")
+	g.Expect(err).NotTo(HaveOccurred())
 }
 
 func TestCluster_AddDuplicate(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,6 +94,8 @@ func (e *Env) EtcdMembers(ctx context.Context) ([]string, error) {
 
 // MemberNoSpace raises a NOSPACE alarm for the etcd member on the Machine's Node, as etcd's
 // quota check does when the member's database is full; the member keeps running and answering.
+// It returns once every running member, asked alone, reports the alarm
+// (etcdcluster.Cluster.RaiseNoSpace).
 func (e *Env) MemberNoSpace(ctx context.Context, machineName string) error {
 	c := e.Etcd()
 	if c == nil {
@@ -107,19 +108,12 @@ func (e *Env) MemberNoSpace(ctx context.Context, machineName string) error {
 	return c.RaiseNoSpace(ctx, m.Name())
 }
 
-// DisarmAlarms disarms every etcd alarm, as `etcdctl alarm disarm` does.
+// DisarmAlarms disarms every etcd alarm, as `etcdctl alarm disarm` does. It returns once every
+// running member, asked alone, reports no alarm (etcdcluster.Cluster.DisarmAlarms).
 func (e *Env) DisarmAlarms(ctx context.Context) error {
 	c := e.Etcd()
 	if c == nil {
 		return fmt.Errorf("failed to disarm etcd alarms: etcd is not initialized")
 	}
-	cli, err := c.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cli.Close() }()
-	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{}); err != nil {
-		return fmt.Errorf("failed to disarm etcd alarms: %w", err)
-	}
-	return nil
+	return c.DisarmAlarms(ctx)
 }

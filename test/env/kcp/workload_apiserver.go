@@ -83,6 +83,9 @@ func (s *workloadAPIServer) start(assets string, ca *keyPair) error {
 		ControlPlaneStopTimeout:  apiServerTimeout,
 		ControlPlane:             envtest.ControlPlane{APIServer: apiServer},
 	}
+	if err := env.EndWithTestProcess(s.env, assets); err != nil {
+		return err
+	}
 	cfg, err := s.env.Start()
 	if err != nil {
 		return fmt.Errorf("failed to start the workload kube-apiserver: %w", err)

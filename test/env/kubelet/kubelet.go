@@ -53,6 +53,11 @@ type Kubelet struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
+	// writeMu serializes heartbeats: a heartbeat that read the Ready state before SetNotReady
+	// or SetReady changed it must land before theirs, not after, or the Node would show the
+	// old state once they returned (until the next heartbeat).
+	writeMu sync.Mutex
+
 	mu       sync.Mutex
 	targets  map[int32]string
 	conns    map[net.Conn]struct{}

@@ -167,6 +167,28 @@ func getNode(t *testing.T, name string) *corev1.Node {
 	return node
 }
 
+// TestKubelet_SetNotReady_duringHeartbeats sets and clears the override while heartbeats run
+// back to back: when SetNotReady or SetReady returns, the Node must show it, also when a
+// heartbeat that read the old state was on its way (it must not land afterwards).
+func TestKubelet_SetNotReady_duringHeartbeats(t *testing.T) {
+	g := NewWithT(t)
+	name := uniqueName("busy")
+	k, err := kubelet.Start(t.Context(), kubelet.Options{
+		NodeName: name, Config: apiServer.Config, HeartbeatInterval: time.Millisecond,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		g.Expect(k.Stop()).To(Succeed())
+		deleteNow(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+	for i := range 50 {
+		g.Expect(k.SetNotReady(t.Context(), corev1.ConditionFalse, "KubeletNotReady")).To(Succeed())
+		g.Expect(readyStatus(getNode(t, name))).To(Equal(corev1.ConditionFalse), "after SetNotReady %d", i)
+		g.Expect(k.SetReady(t.Context())).To(Succeed())
+		g.Expect(readyStatus(getNode(t, name))).To(Equal(corev1.ConditionTrue), "after SetReady %d", i)
+	}
+}
+
 // readyStatus returns the status of the Node's Ready condition, empty if it has none.
 func readyStatus(node *corev1.Node) corev1.ConditionStatus {
 	for _, c := range node.Status.Conditions {

@@ -37,6 +37,8 @@ func (k *Kubelet) registerNode(ctx context.Context) error {
 // a fresh heartbeat time. A deleted Node is not re-created: in the tests the Node is deleted
 // together with its Machine, when a real kubelet would be gone too.
 func (k *Kubelet) heartbeat(ctx context.Context) error {
+	k.writeMu.Lock()
+	defer k.writeMu.Unlock()
 	node := &corev1.Node{}
 	if err := k.client.Get(ctx, client.ObjectKey{Name: k.opts.NodeName}, node); err != nil {
 		return client.IgnoreNotFound(err)
@@ -94,7 +96,8 @@ func setReadyCondition(status *corev1.NodeStatus, ready corev1.NodeCondition) {
 
 // SetNotReady makes the stand-in report Ready with status (False or Unknown) from now on, as
 // a kubelet whose runtime is down (False) or the node lifecycle controller after missed
-// heartbeats (Unknown, reason NodeStatusUnknown) would. It writes the Node at once.
+// heartbeats (Unknown, reason NodeStatusUnknown) would. It writes the Node at once, after any
+// heartbeat on its way, so the Node shows the override when it returns.
 func (k *Kubelet) SetNotReady(ctx context.Context, status corev1.ConditionStatus, reason string) error {
 	k.mu.Lock()
 	k.notReady = &readyOverride{status: status, reason: reason, message: "set by test: " + reason}
@@ -102,7 +105,7 @@ func (k *Kubelet) SetNotReady(ctx context.Context, status corev1.ConditionStatus
 	return k.heartbeat(ctx)
 }
 
-// SetReady undoes SetNotReady and writes the Node at once.
+// SetReady undoes SetNotReady and writes the Node at once, after any heartbeat on its way.
 func (k *Kubelet) SetReady(ctx context.Context) error {
 	k.mu.Lock()
 	k.notReady = nil
