@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 )
 
 // EtcdMemberHealthy condition, set on each control-plane Machine, and its reasons.
@@ -70,7 +71,9 @@ const (
 	// is nothing to remove and etcd is not affected.
 	MemberRemovalNoMemberReason = "NoMember"
 
-	// MemberRemovalHealthUnknownReason says etcd could not be observed, so no removal is safe.
+	// MemberRemovalHealthUnknownReason says etcd could not be observed, or whether healthy voters
+	// are a majority depends on members whose health is unknown, so no removal is known to be
+	// safe (and quorum is not known to be lost either).
 	MemberRemovalHealthUnknownReason = "HealthUnknown"
 )
 
@@ -89,8 +92,14 @@ const (
 	// AvailableQuorumAvailableReason: a majority is healthy, not every member.
 	AvailableQuorumAvailableReason = "QuorumAvailable"
 
-	// AvailableQuorumLostReason: healthy voters are not a majority; etcd cannot commit.
+	// AvailableQuorumLostReason: healthy voters are not a majority, and would not be even if
+	// every member whose health is unknown were healthy; etcd cannot commit.
 	AvailableQuorumLostReason = "QuorumLost"
+
+	// AvailableQuorumUnknownReason: healthy voters are not shown to be a majority, but they would
+	// be if enough members whose health is unknown were healthy (for example every K3s heartbeat
+	// is stale), so availability is Unknown.
+	AvailableQuorumUnknownReason = "QuorumUnknown"
 
 	// AvailableEtcdUnreachableReason: etcd could not be observed, so availability is Unknown.
 	AvailableEtcdUnreachableReason = "EtcdUnreachable"
@@ -110,6 +119,10 @@ const (
 
 	// DegradedQuorumLostReason: quorum is lost.
 	DegradedQuorumLostReason = "QuorumLost"
+
+	// DegradedQuorumUnknownReason: whether quorum holds depends on members whose health is
+	// unknown, so Degraded is Unknown.
+	DegradedQuorumUnknownReason = "QuorumUnknown"
 
 	// DegradedAsExpectedReason: nothing is degraded.
 	DegradedAsExpectedReason = "AsExpected"
@@ -170,8 +183,22 @@ const (
 	// member removal (after fixing etcd by hand, or accepting the risk).
 	ReleaseHookAnnotation = "etcd-adapter.cluster.x-k8s.io/release-hook"
 
-	// SkipQuorumGuardAnnotation on a Machine lets its deletion through the quorum guard.
+	// SkipQuorumGuardAnnotation on a Machine, with the value AnnotationTrue ("true"), lets its
+	// deletion through the quorum guard unchecked; it is also how a person says the last etcd
+	// member's Machine of a Cluster that is not being deleted may go. Any other value, including
+	// "false" and "", is ignored: the guard checks the deletion as if the annotation were absent.
 	SkipQuorumGuardAnnotation = "etcd-adapter.cluster.x-k8s.io/skip-quorum-guard"
+
+	// AnnotationTrue is the one value that turns on an etcd-adapter annotation that acts on a
+	// person's say-so (SkipQuorumGuardAnnotation): an explicit "true", so that "false", "no" or
+	// an empty value never act by accident.
+	AnnotationTrue = "true"
+
+	// DeleteForMoveAnnotation is the annotation `clusterctl move` sets on every object it deletes
+	// from the source management cluster once they were copied to the target
+	// (sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3): such a deletion moves the Machine,
+	// it does not remove its etcd member, so the quorum guard lets it through.
+	DeleteForMoveAnnotation = clusterctlv1.DeleteForMoveAnnotation
 
 	// OptOutAnnotation on a Cluster stops a ControlPlaneEtcd from being created for it.
 	OptOutAnnotation = "etcd-adapter.cluster.x-k8s.io/opt-out"
@@ -215,8 +242,13 @@ const (
 	// unknown, so it may lose quorum (Warning).
 	EventDeletionAllowedHealthUnknown = "DeletionAllowedHealthUnknown"
 	// EventDeletionAllowedLastMember: the deletion was let through although the Machine hosts
-	// the last etcd member (Warning).
+	// the last etcd member (Warning). No longer recorded: the quorum guard refuses that deletion
+	// (EventDeletionRefusedLastMember) unless a person skips the guard explicitly.
 	EventDeletionAllowedLastMember = "DeletionAllowedLastMember"
+	// EventDeletionRefusedLastMember: the deletion was refused because, with the deletions
+	// already under way, it would remove the last etcd member of a Cluster that is not being
+	// deleted (Warning).
+	EventDeletionRefusedLastMember = "DeletionRefusedLastMember"
 	// EventQuorumGuardSkipped: the deletion was let through unchecked because the Machine
 	// carries SkipQuorumGuardAnnotation (Warning).
 	EventQuorumGuardSkipped = "QuorumGuardSkipped"

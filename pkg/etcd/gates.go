@@ -34,17 +34,84 @@ func CanRemoveNode(s *Snapshot, now time.Time, nodeName string) QuorumVerdict {
 		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
 			Message: fmt.Sprintf("no etcd member is hosted on Node %s; removing it does not change etcd", nodeName)}
 	}
-	var v QuorumVerdict
-	var msgs []string
+	return ProjectRemovals(members, targets)
+}
+
+// CanRemoveMachines decides whether the etcd members of every Machine in going may be removed,
+// Machine after Machine in the order given (the order the removals will happen in: a controller
+// that removes one Machine's members at a time takes its deleting Machines oldest first), each
+// Machine's members in RemovalOrder. The quorum guard asks it about the deletions already under
+// way plus the one it is asked to admit, so that deletions that are each safe alone but not
+// together cannot all pass. A Machine without a Node hosts no member.
+func CanRemoveMachines(s *Snapshot, now time.Time, going []Machine) QuorumVerdict {
+	if s == nil {
+		return CanRemoveMember(nil, now, Member{})
+	}
+	members := AssessMembers(s, now)
+	var targets []Member
+	for _, m := range going {
+		if m.Provisioning() {
+			continue
+		}
+		targets = append(targets, RemovalOrder(members, s.MembersOnNode(m.NodeName))...)
+	}
+	return ProjectRemovals(members, targets)
+}
+
+// ProjectRemovals decides whether the targets may be removed one after the other, in the order
+// given, each projected with ProjectRemoval on the member set the removals before it leave.
+// Targets that are not members, and repeated ones, change nothing. Removing every member is
+// refused as LastMember before any health is looked at: whatever the order and however healthy
+// the members, the last removal destroys the cluster.
+//
+// Worked cases (all voters): 3 healthy, remove two: 2 of 2, then 1 of 1, allowed; remove all
+// three: refused (LastMember). 4 with 1 down, remove two healthy ones: 2 of 3 after the first,
+// then 1 of 2, refused; remove a healthy one and the down one: allowed in either order.
+func ProjectRemovals(members []MemberHealth, targets []Member) QuorumVerdict {
+	var present []Member
 	for _, t := range targets {
-		if v = ProjectRemoval(members, t.ID); !v.Allowed {
+		if _, ok := findMember(members, t.ID); ok && !slices.ContainsFunc(present, func(p Member) bool { return p.ID == t.ID }) {
+			present = append(present, t)
+		}
+	}
+	if len(present) == 0 {
+		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
+			Message: "none of the etcd members to remove is in the cluster; removing them changes nothing"}
+	}
+	if len(present) > 1 && len(present) == len(members) {
+		return QuorumVerdict{Reason: v1alpha1.MemberRemovalLastMemberReason,
+			Message: fmt.Sprintf("removing etcd members %s would remove every member; removing the last one would destroy the cluster", memberList(present))}
+	}
+	var msgs []string
+	for i, t := range present {
+		v := ProjectRemoval(members, t.ID)
+		if !v.Allowed {
+			if i > 0 {
+				v.Message = fmt.Sprintf("once %s removed, %s", removedBefore(present[:i]), v.Message)
+			}
 			return v
 		}
 		msgs = append(msgs, v.Message)
 		members = without(members, t.ID)
 	}
-	v.Message = strings.Join(msgs, "; then ")
-	return v
+	return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalSafeReason, Message: strings.Join(msgs, "; then ")}
+}
+
+// removedBefore names the members removed before a step, for "once ... removed".
+func removedBefore(ms []Member) string {
+	if len(ms) == 1 {
+		return fmt.Sprintf("etcd member %s is", ms[0])
+	}
+	return fmt.Sprintf("etcd members %s are", memberList(ms))
+}
+
+// memberList names members for messages, in the order given.
+func memberList(ms []Member) string {
+	names := make([]string, 0, len(ms))
+	for _, m := range ms {
+		names = append(names, m.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // CanRemediate decides whether a Machine may be remediated (deleted and replaced) without losing

@@ -18,7 +18,7 @@ type QuorumVerdict struct {
 
 // quorumCounts are the numbers the rule is decided on.
 type quorumCounts struct {
-	voters, healthyVoters, learners int
+	voters, healthyVoters, unknownVoters, learners int
 }
 
 func countQuorum(members []MemberHealth) quorumCounts {
@@ -30,6 +30,9 @@ func countQuorum(members []MemberHealth) quorumCounts {
 		case mh.Health == Healthy:
 			c.voters++
 			c.healthyVoters++
+		case mh.Health == Unknown:
+			c.voters++
+			c.unknownVoters++
 		default:
 			c.voters++
 		}
@@ -40,6 +43,11 @@ func countQuorum(members []MemberHealth) quorumCounts {
 // canCommit reports whether etcd can commit a membership change now: raft needs a strict majority
 // of the current voters to accept the entry. Learners take no part in that vote.
 func (c quorumCounts) canCommit() bool { return 2*c.healthyVoters > c.voters }
+
+// mayCommit reports whether etcd could commit a membership change if every voter whose health
+// is unknown were healthy: when it can't, quorum is lost whatever the unknown members are; when
+// it can but canCommit can't, nobody knows.
+func (c quorumCounts) mayCommit() bool { return 2*(c.healthyVoters+c.unknownVoters) > c.voters }
 
 // keepsMajority reports whether healthy voters are a strict majority of voters even once every
 // learner has been promoted: etcd may promote a caught-up learner at any moment, and a freshly
@@ -52,6 +60,11 @@ func (c quorumCounts) keepsMajority() bool { return 2*c.healthyVoters > c.voters
 // current voters is healthy; learners do not vote), and after it healthy voters must stay a strict
 // majority of voters even if every remaining learner were promoted and counted unhealthy. Members
 // whose health is Unknown count as unhealthy. The last member is never removed.
+//
+// When the change cannot commit, the verdict says which of two things is true: quorum is lost
+// (QuorumAlreadyLost: healthy voters would not be a majority even if every Unknown voter were
+// healthy), or it is not known (HealthUnknown: the majority depends on voters whose health is
+// Unknown, as when every K3s heartbeat is stale). Neither allows the removal.
 //
 // Learners present before the change do not block it on their own: removing a learner never
 // passes through etcd's started-members check, and etcd promotes a learner only once it has
@@ -76,6 +89,10 @@ func ProjectRemoval(members []MemberHealth, targetID uint64) QuorumVerdict {
 			Message: fmt.Sprintf("etcd member %s is the last member; removing it would destroy the cluster", target.Member)}
 	}
 	if before := countQuorum(members); !before.canCommit() {
+		if before.mayCommit() {
+			return QuorumVerdict{Reason: v1alpha1.MemberRemovalHealthUnknownReason,
+				Message: fmt.Sprintf("whether etcd has quorum is unknown: %s; no membership change is known to be safe until enough of them are known to be healthy", before)}
+		}
 		return QuorumVerdict{Reason: v1alpha1.MemberRemovalQuorumLostReason,
 			Message: fmt.Sprintf("quorum is already lost: %s; etcd cannot commit a membership change", before)}
 	}
@@ -90,6 +107,9 @@ func ProjectRemoval(members []MemberHealth, targetID uint64) QuorumVerdict {
 
 func (c quorumCounts) String() string {
 	s := fmt.Sprintf("%d of %d voters are healthy", c.healthyVoters, c.voters)
+	if c.unknownVoters > 0 {
+		s += fmt.Sprintf(" (the health of %d is unknown)", c.unknownVoters)
+	}
 	if c.learners > 0 {
 		s += fmt.Sprintf(", and %d learner(s) may be promoted at any moment", c.learners)
 	}

@@ -3,6 +3,8 @@ package etcd
 import (
 	"fmt"
 	"testing"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // TestProjectRemoval_exhaustive compares ProjectRemoval with a brute-force reading of the rule
@@ -26,11 +28,18 @@ func TestProjectRemoval_exhaustive(t *testing.T) {
 			}
 			for target := range ms {
 				checked++
-				got := ProjectRemoval(ms, ms[target].Member.ID).Allowed
+				verdict := ProjectRemoval(ms, ms[target].Member.ID)
+				got := verdict.Allowed
 				if want := bruteForceRemovalSafe(ms, target); got != want {
 					disagreements++
 					if disagreements <= 10 {
 						t.Errorf("members %s, remove #%d: ProjectRemoval says %t, brute force says %t", describe(ms), target, got, want)
+					}
+				}
+				if claimsLost, lost := verdict.Reason == v1alpha1.MemberRemovalQuorumLostReason, bruteForceQuorumLost(ms); claimsLost != lost && (claimsLost || verdict.Reason == v1alpha1.MemberRemovalHealthUnknownReason) {
+					disagreements++
+					if disagreements <= 10 {
+						t.Errorf("members %s, remove #%d: ProjectRemoval says %s (%s), brute force says quorum lost: %t", describe(ms), target, verdict.Reason, verdict.Message, lost)
 					}
 				}
 			}
@@ -96,6 +105,34 @@ func bruteForceRemovalSafe(ms []MemberHealth, target int) bool {
 	return true
 }
 
+// bruteForceQuorumLost decides whether quorum is known to be lost: in no assignment of health to
+// the members whose health is Unknown do the healthy voters of the current configuration form a
+// quorum. When some assignment gives one, quorum is not lost, only not known.
+func bruteForceQuorumLost(ms []MemberHealth) bool {
+	voters := config{}
+	var unknown []int
+	for i, m := range ms {
+		if !m.Member.IsLearner {
+			voters[i] = true
+			if m.Health == Unknown {
+				unknown = append(unknown, i)
+			}
+		}
+	}
+	for subset := 0; subset < 1<<len(unknown); subset++ {
+		assumed := append([]MemberHealth(nil), ms...)
+		for b, i := range unknown {
+			if subset&(1<<b) != 0 {
+				assumed[i].Health = Healthy
+			}
+		}
+		if hasHealthyQuorum(assumed, voters, nil) {
+			return false
+		}
+	}
+	return true
+}
+
 // config is a raft configuration: the set of voting members, by index.
 type config map[int]bool
 
@@ -130,7 +167,11 @@ func describe(ms []MemberHealth) string {
 		if m.Member.IsLearner {
 			kind = "L"
 		}
-		s += kind + string(m.Health[:1]) + " "
+		health := string(m.Health[:1])
+		if m.Health == Unknown {
+			health = "?"
+		}
+		s += kind + health + " "
 	}
 	return s
 }

@@ -98,6 +98,19 @@ func TestProjectRemoval(t *testing.T) {
 			message: "quorum is already lost: 1 of 2 voters are healthy; etcd cannot commit a membership change",
 		},
 		{
+			name:    "Every voter unknown is not quorum lost: whether etcd can commit is unknown",
+			members: members("V?", "V?", "V?"), target: 1, reason: v1alpha1.MemberRemovalHealthUnknownReason,
+			message: "whether etcd has quorum is unknown: 0 of 3 voters are healthy (the health of 3 is unknown); no membership change is known to be safe until enough of them are known to be healthy",
+		},
+		{
+			name:    "One healthy and one unknown of three voters: quorum depends on the unknown one",
+			members: members("Vh", "V?", "Vu"), target: 3, reason: v1alpha1.MemberRemovalHealthUnknownReason,
+		},
+		{
+			name:    "Quorum is lost when even every unknown voter being healthy would not make a majority",
+			members: members("V?", "Vu", "Vu"), target: 2, reason: v1alpha1.MemberRemovalQuorumLostReason,
+		},
+		{
 			name:    "A target that is not a member changes nothing",
 			members: members("Vh", "Vh", "Vh"), target: 42, allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason,
 		},

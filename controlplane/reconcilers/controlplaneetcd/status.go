@@ -33,10 +33,10 @@ func setStatus(s *scope) {
 		st.Leader = l.Name
 	}
 	st.ClusterID = clusterID(s.snapshot)
-	voters, healthy := countVoters(verdict.Members)
+	voters, healthy, unknown := countVoters(verdict.Members)
 	st.Voters, st.HealthyVoters = ptr.To(voters), ptr.To(healthy)
 	st.FaultTolerance = ptr.To(max(0, healthy-(voters/2+1)))
-	setAvailability(s, voters, healthy)
+	setAvailability(s, voters, healthy, unknown)
 	setProgressing(s)
 }
 
@@ -86,17 +86,20 @@ func memberReason(h etcd.Health) string {
 	return v1alpha1.EtcdMemberInspectionFailedReason
 }
 
-func countVoters(members []etcd.MemberHealth) (voters, healthy int32) {
+func countVoters(members []etcd.MemberHealth) (voters, healthy, unknown int32) {
 	for _, mh := range members {
 		if mh.Member.IsLearner {
 			continue
 		}
 		voters++
-		if mh.Health == etcd.Healthy {
+		switch mh.Health {
+		case etcd.Healthy:
 			healthy++
+		case etcd.Unknown:
+			unknown++
 		}
 	}
-	return voters, healthy
+	return voters, healthy, unknown
 }
 
 // clusterID is the cluster ID most members report, in hex; empty when none reports one (K3s).
@@ -137,8 +140,11 @@ func setUnobservedConditions(s *scope, cause metav1.Condition) {
 		Reason: v1alpha1.DegradedEtcdUnreachableReason, Message: cause.Message})
 }
 
-// setAvailability sets Available (can etcd commit) and Degraded (is any margin lost).
-func setAvailability(s *scope, voters, healthy int32) {
+// setAvailability sets Available (can etcd commit) and Degraded (is any margin lost). Quorum is
+// lost only when healthy voters would not be a majority even if every voter whose health is
+// Unknown were healthy; when the majority depends on those, both conditions are Unknown
+// (QuorumUnknown): every K3s heartbeat stale says nothing about etcd itself.
+func setAvailability(s *scope, voters, healthy, unknown int32) {
 	avail := metav1.Condition{Type: v1alpha1.AvailableCondition}
 	degraded := metav1.Condition{Type: v1alpha1.DegradedCondition}
 	counts := fmt.Sprintf("%d of %d voting members are healthy", healthy, voters)
@@ -146,6 +152,10 @@ func setAvailability(s *scope, voters, healthy int32) {
 	case voters == 0:
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableNoMembersReason, "Etcd reports no voting member"
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message
+	case 2*healthy <= voters && 2*(healthy+unknown) > voters:
+		avail.Status, avail.Reason = metav1.ConditionUnknown, v1alpha1.AvailableQuorumUnknownReason
+		avail.Message = fmt.Sprintf("%s and the health of %d is unknown; whether etcd can commit depends on them", counts, unknown)
+		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionUnknown, v1alpha1.DegradedQuorumUnknownReason, avail.Message
 	case 2*healthy <= voters:
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableQuorumLostReason, counts+"; etcd cannot commit"
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message

@@ -77,6 +77,29 @@ func Test_setStatus(t *testing.T) {
 		g.Expect(conditions.IsFalse(s.cpe, v1alpha1.AvailableCondition)).To(BeTrue())
 		g.Expect(conditions.Get(s.cpe, v1alpha1.DegradedCondition).Reason).To(Equal(v1alpha1.DegradedQuorumLostReason))
 	})
+	t.Run("Every member's health unknown is not quorum lost: available and degraded are Unknown", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		for i := range s.snapshot.Evidence {
+			s.snapshot.Evidence[i].ObservedAt = now.Add(-time.Hour)
+		}
+		setStatus(s)
+		avail := conditions.Get(s.cpe, v1alpha1.AvailableCondition)
+		g.Expect(avail.Status).To(Equal(metav1.ConditionUnknown))
+		g.Expect(avail.Reason).To(Equal(v1alpha1.AvailableQuorumUnknownReason))
+		g.Expect(avail.Message).To(Equal("0 of 3 voting members are healthy and the health of 3 is unknown; whether etcd can commit depends on them"))
+		degraded := conditions.Get(s.cpe, v1alpha1.DegradedCondition)
+		g.Expect(degraded.Status).To(Equal(metav1.ConditionUnknown))
+		g.Expect(degraded.Reason).To(Equal(v1alpha1.DegradedQuorumUnknownReason))
+	})
+	t.Run("Two members down and one unknown of three lose quorum whatever the unknown one is", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3, 1, 2)
+		s.snapshot.Evidence[0].ObservedAt = now.Add(-time.Hour)
+		setStatus(s)
+		g.Expect(conditions.Get(s.cpe, v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.AvailableQuorumLostReason))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.DegradedCondition).Reason).To(Equal(v1alpha1.DegradedQuorumLostReason))
+	})
 	t.Run("A failed observation keeps the members but claims nothing about their health", func(t *testing.T) {
 		g := NewWithT(t)
 		s := testScope(3)

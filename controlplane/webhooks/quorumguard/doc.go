@@ -1,10 +1,25 @@
 // Package quorumguard is a validating admission webhook on DELETE of control-plane Machines: it
 // refuses a deletion whose etcd member removal the quorum projection says would lose quorum, with
 // the members and the numbers in the message, for Clusters that have a ControlPlaneEtcd (in
-// either mode). It lets the deletion through when the Cluster or its control plane is being
-// deleted, when the Machine carries v1alpha1.SkipQuorumGuardAnnotation, and when etcd health is
-// unknown (with an admission warning that says so): the guard must never be the reason a broken
-// cluster cannot be repaired. Every refusal and every deletion let through with a warning is
-// also a Warning Event, with a v1alpha1 reason and the client's message, on the Machine and on
-// the ControlPlaneEtcd (none for a dry run).
+// either mode).
+//
+// Each deletion is projected together with the deletions already under way: the members of every
+// control-plane Machine the apiserver shows deleting (read uncached, oldest deletion first, the
+// order the deletion hook removes them in) and of every Machine whose deletion this guard admitted
+// but the apiserver does not show yet (admission comes before the write), then the members of the
+// Machine asked about, one after the other (etcd.CanRemoveMachines). Admissions of one Cluster are
+// decided one at a time, so two DELETEs racing on the same observation cannot both pass; this
+// holds within one webhook process, not across replicas. The deletion that would remove the last
+// etcd member of a Cluster that is not being deleted is refused.
+//
+// It lets the deletion through unchecked when the Cluster or its control-plane object is being
+// deleted, when the Cluster is paused, when clusterctl move deletes the Machine
+// (v1alpha1.DeleteForMoveAnnotation), and when the Machine carries
+// v1alpha1.SkipQuorumGuardAnnotation with the value v1alpha1.AnnotationTrue; and it lets it
+// through with an admission warning when etcd's health is unknown (it cannot be observed, or
+// whether healthy voters are a majority depends on members whose health is unknown): the guard
+// must never be the reason a broken cluster cannot be repaired. Every refusal and every deletion
+// let through with a warning is also a Warning Event, with a v1alpha1 reason and the client's
+// message, on the Machine and on the ControlPlaneEtcd (none for a dry run, which is also never
+// counted as a deletion under way).
 package quorumguard

@@ -1,18 +1,25 @@
 package quorumguard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -27,9 +34,21 @@ import (
 // Path is where the webhook is served.
 const Path = "/validate-cluster-x-k8s-io-v1beta2-machine-etcd-quorum"
 
-// DefaultObserveTimeout bounds the observation the guard makes per request; it stays well
-// inside the apiserver's webhook timeout (10 s by default).
+// DefaultObserveTimeout bounds the observation the guard makes per request; with
+// DefaultTurnTimeout it stays inside the webhook's 10 s timeout.
 const DefaultObserveTimeout = 5 * time.Second
+
+// DefaultTurnTimeout bounds how long a request waits for the other requests of the same Cluster
+// to be decided (admissions of one Cluster are decided one at a time). A request that waits
+// longer is refused ("try again"), not left to the apiserver's timeout: the webhook's
+// failurePolicy is Ignore, so a request that times out would be let through unchecked.
+const DefaultTurnTimeout = 3 * time.Second
+
+// admittedTTL is how long the guard counts a deletion it admitted as under way while the
+// apiserver does not show the Machine deleting yet. The apiserver writes a deletion only after
+// every validating webhook answered, and a webhook's timeoutSeconds is at most 30; a deletion not
+// seen after that was refused by another webhook or failed, and is forgotten.
+const admittedTTL = 40 * time.Second
 
 // Note: sideEffects=NoneOnDryRun, since the guard records Events on the Machine and the
 // ControlPlaneEtcd, except for a dry-run request (kubectl delete --dry-run=server).
@@ -45,8 +64,13 @@ var _ backendsFor = &backends.Registry{}
 
 // Guard is the quorum guard.
 type Guard struct {
-	// Client reads the management cluster.
+	// Client reads the management cluster (the manager's cached client).
 	Client client.Reader
+	// APIReader reads the Cluster's control-plane Machines uncached, so the deletions under way
+	// are seen as soon as the apiserver wrote them; nil means the manager's APIReader.
+	APIReader client.Reader
+	// RESTMapper maps the Cluster's spec.controlPlaneRef to a version; nil means the manager's.
+	RESTMapper meta.RESTMapper
 	// Backends hands out each Cluster's etcd.Cluster (a *backends.Registry).
 	Backends backendsFor
 	// Recorder records an Event for every refusal and every deletion let through with a warning,
@@ -54,14 +78,43 @@ type Guard struct {
 	Recorder record.EventRecorder
 	// ObserveTimeout bounds one observation; zero means DefaultObserveTimeout.
 	ObserveTimeout time.Duration
+	// TurnTimeout bounds the wait for other admissions of the same Cluster; zero means
+	// DefaultTurnTimeout.
+	TurnTimeout time.Duration
 
 	decoder admission.Decoder
+
+	mu       sync.Mutex
+	clusters map[client.ObjectKey]*clusterTurn
+}
+
+// clusterTurn serialises the admissions of one Cluster and remembers the deletions it admitted
+// that the apiserver may not have written yet (admission comes before the write), so that two
+// DELETEs racing on the same observation cannot both pass. It serialises within one process
+// only: replicas of the webhook do not share it.
+type clusterTurn struct {
+	// token holds one value while a request of the Cluster is being decided.
+	token    chan struct{}
+	admitted []admittedDeletion
+}
+
+// admittedDeletion is a deletion the guard let through, by Machine name and UID.
+type admittedDeletion struct {
+	name string
+	uid  types.UID
+	at   time.Time
 }
 
 // SetupWithManager registers the guard on the manager's webhook server.
 func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 	if g.Client == nil || g.Backends == nil {
 		return errors.New("failed to set up the quorum guard: Client and Backends are required")
+	}
+	if g.APIReader == nil {
+		g.APIReader = mgr.GetAPIReader()
+	}
+	if g.RESTMapper == nil {
+		g.RESTMapper = mgr.GetRESTMapper()
 	}
 	if g.Recorder == nil {
 		g.Recorder = mgr.GetEventRecorderFor("etcd-adapter-quorum-guard")
@@ -79,14 +132,20 @@ type outcome struct {
 	// eventReason is empty when the answer deserves no Event (a plain allow). The Event's message
 	// is the denial's message or the warning.
 	eventReason string
+	// why says, for the log, why a deletion was let through without a check.
+	why string
 }
 
-func allowed() outcome { return outcome{resp: admission.Allowed("")} }
+func allowed(why string) outcome { return outcome{resp: admission.Allowed(""), why: why} }
 
 // allowedWithWarning lets the deletion through and says why it may be unsafe, to the client and
 // as a Warning Event.
 func allowedWithWarning(cpe *v1alpha1.ControlPlaneEtcd, reason, warning string) outcome {
 	return outcome{resp: admission.Allowed("").WithWarnings(warning), cpe: cpe, eventReason: reason}
+}
+
+func denied(cpe *v1alpha1.ControlPlaneEtcd, reason, msg string) outcome {
+	return outcome{resp: admission.Denied(msg), cpe: cpe, eventReason: reason}
 }
 
 // Handle decides one admission request.
@@ -98,9 +157,9 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 	if err := g.decoder.DecodeRaw(req.OldObject, m); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("failed to decode the Machine: %w", err))
 	}
-	out := g.decide(ctx, m)
 	dryRun := req.DryRun != nil && *req.DryRun
-	ctrl.LoggerFrom(ctx).V(2).Info("Quorum guard", "Machine", klog.KObj(m), "allowed", out.resp.Allowed, "warnings", out.resp.Warnings, "dryRun", dryRun)
+	out := g.decide(ctx, m, dryRun)
+	ctrl.LoggerFrom(ctx).V(2).Info("Quorum guard", "Machine", klog.KObj(m), "allowed", out.resp.Allowed, "why", out.why, "warnings", out.resp.Warnings, "dryRun", dryRun)
 	if !dryRun {
 		g.record(m, out)
 	}
@@ -123,31 +182,86 @@ func (g *Guard) record(m *clusterv1.Machine, out outcome) {
 	}
 }
 
-func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine) outcome {
-	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp || !m.DeletionTimestamp.IsZero() {
-		return allowed()
+func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) outcome {
+	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp {
+		return allowed("not a control-plane Machine")
+	}
+	if !m.DeletionTimestamp.IsZero() {
+		return allowed("the Machine is already being deleted")
+	}
+	if _, move := m.Annotations[v1alpha1.DeleteForMoveAnnotation]; move {
+		// Note: clusterctl move deletes the source's objects once they were copied to the target
+		// management cluster; the Machine moves, its etcd member stays.
+		return allowed(fmt.Sprintf("annotation %s: clusterctl move deletes the Machine from the source management cluster, the etcd member stays", v1alpha1.DeleteForMoveAnnotation))
 	}
 	cluster := &clusterv1.Cluster{}
 	if err := g.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
-		return allowed()
+		return allowed(fmt.Sprintf("failed to get Cluster %s: %v", m.Spec.ClusterName, err))
 	}
 	if !cluster.DeletionTimestamp.IsZero() {
-		return allowed()
+		return allowed("the Cluster is being deleted")
+	}
+	if annotations.IsPaused(cluster, cluster) {
+		// Note: clusterctl move pauses the Cluster before it deletes anything, and while a Cluster
+		// is paused neither Cluster API nor etcd-adapter acts on its Machines.
+		return allowed("the Cluster is paused (spec.paused or annotation " + clusterv1.PausedAnnotation + ")")
 	}
 	cpe, err := creation.ControlPlaneEtcdOf(ctx, g.Client, cluster)
 	if err != nil || cpe == nil {
-		return allowed()
+		return allowed("the Cluster has no ControlPlaneEtcd")
 	}
-	if _, skip := m.Annotations[v1alpha1.SkipQuorumGuardAnnotation]; skip {
-		return allowedWithWarning(cpe, v1alpha1.EventQuorumGuardSkipped,
-			fmt.Sprintf("etcd quorum guard skipped for Machine %s by annotation %s", m.Name, v1alpha1.SkipQuorumGuardAnnotation))
+	deleting, err := g.controlPlaneDeleting(ctx, cluster)
+	if err != nil {
+		return allowed(err.Error())
 	}
-	return g.project(ctx, cluster, cpe, m)
+	if deleting {
+		return allowed(fmt.Sprintf("the control plane %s %s is being deleted", cluster.Spec.ControlPlaneRef.Kind, cluster.Spec.ControlPlaneRef.Name))
+	}
+	skip := m.Annotations[v1alpha1.SkipQuorumGuardAnnotation] == v1alpha1.AnnotationTrue
+
+	turn, ok := g.takeTurn(ctx, client.ObjectKeyFromObject(cluster))
+	if !ok {
+		if skip {
+			return allowedWithWarning(cpe, v1alpha1.EventQuorumGuardSkipped, skipped(m))
+		}
+		return outcome{cpe: cpe, resp: admission.Denied(fmt.Sprintf(
+			"another deletion of a control-plane Machine of Cluster %s is being checked by the etcd quorum guard; try again", cluster.Name))}
+	}
+	defer g.endTurn(turn)
+	out := g.decideInTurn(ctx, cluster, cpe, m, turn, skip)
+	if out.resp.Allowed && !dryRun {
+		turn.admit(m, time.Now())
+	}
+	return out
 }
 
-// project observes etcd and asks the quorum projection about every member the Machine's Node
-// hosts.
-func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine) outcome {
+func skipped(m *clusterv1.Machine) string {
+	return fmt.Sprintf("etcd quorum guard skipped for Machine %s by annotation %s=%s", m.Name, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue)
+}
+
+// decideInTurn decides while holding the Cluster's turn: it sees every deletion under way, the
+// ones the apiserver shows and the ones this guard admitted that it does not show yet.
+func (g *Guard) decideInTurn(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, turn *clusterTurn, skip bool) outcome {
+	if skip {
+		// Note: a skipped deletion is still recorded as admitted, so the deletions after it count
+		// its member as going.
+		return allowedWithWarning(cpe, v1alpha1.EventQuorumGuardSkipped, skipped(m))
+	}
+	machines := &clusterv1.MachineList{}
+	if err := g.APIReader.List(ctx, machines, client.InNamespace(cluster.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}, client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+		return outcome{cpe: cpe, resp: admission.Errored(http.StatusInternalServerError,
+			fmt.Errorf("failed to list the control-plane Machines of Cluster %s to count the deletions under way: %w", cluster.Name, err))}
+	}
+	now := time.Now()
+	underWay := turn.underWay(machines.Items, m, now)
+	return g.project(ctx, cluster, cpe, m, machines.Items, underWay)
+}
+
+// project observes etcd and asks the quorum projection about removing the members of every
+// Machine already being deleted, in the order they will be removed, and then the members of
+// this one.
+func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, all []clusterv1.Machine, underWay []*clusterv1.Machine) outcome {
 	timeout := g.ObserveTimeout
 	if timeout <= 0 {
 		timeout = DefaultObserveTimeout
@@ -159,25 +273,159 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	if err == nil {
 		snap, err = backend.Observe(ctx)
 	}
+	along := alongWith(underWay)
 	if err != nil {
+		if lastEtcdMachine(all, underWay, m) {
+			return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along,
+				fmt.Sprintf("etcd could not be observed (%v), and every other control-plane Machine with a Node is being deleted", err)))
+		}
 		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedHealthUnknown,
-			fmt.Sprintf("etcd health of Cluster %s is unknown (%v); deleting Machine %s may lose etcd quorum", cluster.Name, err, m.Name))
+			fmt.Sprintf("etcd health of Cluster %s is unknown (%v); deleting Machine %s%s may lose etcd quorum", cluster.Name, err, m.Name, along))
 	}
 	now := time.Now()
-	verdict := etcd.CanRemediate(snap, now, etcd.MachineFacts(m))
+	going := make([]etcd.Machine, 0, len(underWay)+1)
+	for _, u := range underWay {
+		going = append(going, etcd.MachineFacts(u))
+	}
+	verdict := etcd.CanRemoveMachines(snap, now, append(going, etcd.MachineFacts(m)))
 	switch {
 	case verdict.Allowed:
-		return allowed()
+		return allowed(verdict.Message)
 	case verdict.Reason == v1alpha1.MemberRemovalHealthUnknownReason:
+		// Note: unknown is not lost. The guard lets the deletion through, as when etcd cannot be
+		// observed at all, so that it is never the reason a broken cluster cannot be repaired; the
+		// deletion hook removes the member only once its removal is known to be safe.
 		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedHealthUnknown,
-			fmt.Sprintf("etcd health of Cluster %s is unknown: %s", cluster.Name, verdict.Message))
+			fmt.Sprintf("etcd health of Cluster %s is unknown: %s; deleting Machine %s%s may lose etcd quorum", cluster.Name, verdict.Message, m.Name, along))
 	case verdict.Reason == v1alpha1.MemberRemovalLastMemberReason:
-		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedLastMember,
-			fmt.Sprintf("Machine %s hosts the last etcd member of Cluster %s: %s", m.Name, cluster.Name, verdict.Message))
+		return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along, verdict.Message))
 	}
-	return outcome{cpe: cpe, eventReason: v1alpha1.EventDeletionRefused, resp: admission.Denied(fmt.Sprintf(
-		"deleting Machine %s would lose etcd quorum of Cluster %s (%s): %s; members not healthy: %s. Fix them first, or set annotation %s on the Machine to delete it anyway",
-		m.Name, cluster.Name, verdict.Reason, verdict.Message, unhealthyMembers(snap, now), v1alpha1.SkipQuorumGuardAnnotation))}
+	return denied(cpe, v1alpha1.EventDeletionRefused, fmt.Sprintf(
+		"deleting Machine %s would lose etcd quorum of Cluster %s (%s)%s: %s; members not healthy: %s. Fix them first or wait for the deletions under way, or set annotation %s=%s on the Machine to delete it anyway",
+		m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
+}
+
+func lastMemberMessage(m *clusterv1.Machine, cluster *clusterv1.Cluster, along, why string) string {
+	return fmt.Sprintf("deleting Machine %s would remove the last etcd member of Cluster %s (%s)%s: %s. To delete the control plane, delete the Cluster; to delete this Machine anyway, set annotation %s=%s on it",
+		m.Name, cluster.Name, v1alpha1.MemberRemovalLastMemberReason, along, why, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue)
+}
+
+// alongWith names the deletions under way for messages; empty when there are none.
+func alongWith(underWay []*clusterv1.Machine) string {
+	if len(underWay) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(underWay))
+	for _, u := range underWay {
+		names = append(names, u.Name)
+	}
+	return fmt.Sprintf(" with the deletions of Machines %s already under way", strings.Join(names, ", "))
+}
+
+// lastEtcdMachine reports whether m is the only control-plane Machine with a Node that is not
+// being deleted: when etcd cannot be observed, that is the Machine of the last member. A
+// Machine without a Node hosts no member (Cluster API remediates a first control-plane Machine
+// that failed to provision, and deleting it does not touch etcd).
+func lastEtcdMachine(all []clusterv1.Machine, underWay []*clusterv1.Machine, m *clusterv1.Machine) bool {
+	if m.Status.NodeRef.Name == "" {
+		return false
+	}
+	for i := range all {
+		o := &all[i]
+		if o.Name == m.Name || o.Status.NodeRef.Name == "" || !o.DeletionTimestamp.IsZero() ||
+			slices.ContainsFunc(underWay, func(u *clusterv1.Machine) bool { return u.Name == o.Name }) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// controlPlaneDeleting reports whether the Cluster's control-plane object (spec.controlPlaneRef)
+// is being deleted; a kind that is not installed, or an object that is gone, is not.
+func (g *Guard) controlPlaneDeleting(ctx context.Context, cluster *clusterv1.Cluster) (bool, error) {
+	ref := cluster.Spec.ControlPlaneRef
+	if !ref.IsDefined() || g.RESTMapper == nil {
+		return false, nil
+	}
+	mapping, err := g.RESTMapper.RESTMapping(ref.GroupKind())
+	if err != nil {
+		return false, nil //nolint:nilerr // a control-plane kind that is not installed has no object to be deleting
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := g.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, obj); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("failed to get %s %s of Cluster %s: %w", ref.Kind, ref.Name, cluster.Name, err)
+	}
+	return !obj.DeletionTimestamp.IsZero(), nil
+}
+
+// takeTurn waits until no other request of the Cluster is being decided, at most TurnTimeout.
+func (g *Guard) takeTurn(ctx context.Context, key client.ObjectKey) (*clusterTurn, bool) {
+	g.mu.Lock()
+	if g.clusters == nil {
+		g.clusters = map[client.ObjectKey]*clusterTurn{}
+	}
+	turn, ok := g.clusters[key]
+	if !ok {
+		turn = &clusterTurn{token: make(chan struct{}, 1)}
+		g.clusters[key] = turn
+	}
+	g.mu.Unlock()
+	wait := g.TurnTimeout
+	if wait <= 0 {
+		wait = DefaultTurnTimeout
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case turn.token <- struct{}{}:
+		return turn, true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return nil, false
+}
+
+func (g *Guard) endTurn(turn *clusterTurn) { <-turn.token }
+
+// admit remembers that the guard let m's deletion through.
+func (t *clusterTurn) admit(m *clusterv1.Machine, now time.Time) {
+	t.admitted = slices.DeleteFunc(t.admitted, func(a admittedDeletion) bool { return a.name == m.Name })
+	t.admitted = append(t.admitted, admittedDeletion{name: m.Name, uid: m.UID, at: now})
+}
+
+// underWay returns the Cluster's control-plane Machines being deleted other than self: first
+// those the apiserver shows deleting, in the order the deletion hook handles them (oldest
+// deletion first, then by name), then those this guard admitted that it does not show deleting
+// yet, in the order they were admitted. It forgets admitted deletions the apiserver shows (or
+// whose Machine is gone or was replaced), and those older than admittedTTL.
+func (t *clusterTurn) underWay(all []clusterv1.Machine, self *clusterv1.Machine, now time.Time) []*clusterv1.Machine {
+	var out []*clusterv1.Machine
+	byName := map[string]*clusterv1.Machine{}
+	for i := range all {
+		m := &all[i]
+		byName[m.Name] = m
+		if !m.DeletionTimestamp.IsZero() && m.Name != self.Name {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *clusterv1.Machine) int {
+		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+	t.admitted = slices.DeleteFunc(t.admitted, func(a admittedDeletion) bool {
+		m, ok := byName[a.name]
+		return !ok || m.UID != a.uid || !m.DeletionTimestamp.IsZero() || now.Sub(a.at) > admittedTTL
+	})
+	for _, a := range t.admitted {
+		if a.name != self.Name {
+			out = append(out, byName[a.name])
+		}
+	}
+	return out
 }
 
 func unhealthyMembers(s *etcd.Snapshot, now time.Time) string {

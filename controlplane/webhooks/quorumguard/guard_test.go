@@ -12,10 +12,13 @@ import (
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -49,9 +52,12 @@ func TestGuard_events(t *testing.T) {
 		{name: "unknown health lets the deletion through with a warning and an Event",
 			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable), wantAllowed: true,
 			wantReason: v1alpha1.EventDeletionAllowedHealthUnknown, wantMessage: "etcd health of Cluster c is unknown"},
-		{name: "the last member lets the deletion through with a warning and an Event",
-			snapshot: func() *etcd.Snapshot { return healthy(1) }, wantAllowed: true,
-			wantReason: v1alpha1.EventDeletionAllowedLastMember, wantMessage: "Machine m-cp-0 hosts the last etcd member of Cluster c"},
+		{name: "the last member of a Cluster that is not being deleted is refused, with an Event",
+			snapshot:   func() *etcd.Snapshot { return healthy(1) },
+			wantReason: v1alpha1.EventDeletionRefusedLastMember, wantMessage: "deleting Machine m-cp-0 would remove the last etcd member of Cluster c (LastMember)"},
+		{name: "every member's health unknown lets the deletion through with a warning that says unknown, not lost",
+			snapshot: func() *etcd.Snapshot { return stale(healthy(3)) }, wantAllowed: true,
+			wantReason: v1alpha1.EventDeletionAllowedHealthUnknown, wantMessage: "etcd health of Cluster c is unknown: whether etcd has quorum is unknown: 0 of 3 voters are healthy (the health of 3 is unknown)"},
 		{name: "the skip annotation lets the deletion through unchecked, with a warning and an Event",
 			snapshot: func() *etcd.Snapshot { return broken(healthy(3), 1) }, skip: true, wantAllowed: true,
 			wantReason: v1alpha1.EventQuorumGuardSkipped, wantMessage: "etcd quorum guard skipped for Machine m-cp-0"},
@@ -107,6 +113,7 @@ func testScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
+	utilruntime.Must(controlplanev1.AddToScheme(s))
 	return s
 }
 
@@ -119,12 +126,24 @@ func newGuard(backend etcd.Cluster, rec *recorder) *Guard {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
 		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeManage},
 	}
+	// Note: three control-plane Machines, as the Cluster has when the guard is asked.
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cluster(), cpe,
+		machine("m-cp-0", "cp-0", false), machine("m-cp-1", "cp-1", false), machine("m-cp-2", "cp-2", false)).Build()
 	return &Guard{
-		Client:   fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cluster(), cpe).Build(),
-		Backends: staticBackend{backend},
-		Recorder: rec,
-		decoder:  admission.NewDecoder(testScheme()),
+		Client:     c,
+		APIReader:  c,
+		RESTMapper: restMapper(),
+		Backends:   staticBackend{backend},
+		Recorder:   rec,
+		decoder:    admission.NewDecoder(testScheme()),
 	}
+}
+
+// restMapper knows KubeadmControlPlane, the control-plane kind of the tests' Clusters.
+func restMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{controlplanev1.GroupVersion})
+	m.Add(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"), meta.RESTScopeNamespace)
+	return m
 }
 
 func machine(name, node string, skip bool) *clusterv1.Machine {
@@ -161,6 +180,15 @@ func healthy(n int) *etcd.Snapshot {
 	for _, m := range s.Members {
 		s.Evidence = append(s.Evidence, etcd.MemberEvidence{MemberID: m.ID, NodeName: m.NodeName, Contact: etcd.ContactAnswered,
 			ObservedAt: now, ClusterID: 0xc1, Members: s.Members, LeaderID: s.LeaderID})
+	}
+	return s
+}
+
+// stale makes every member's evidence older than it can be trusted, as when every K3s heartbeat
+// is stale.
+func stale(s *etcd.Snapshot) *etcd.Snapshot {
+	for i := range s.Evidence {
+		s.Evidence[i].ObservedAt = s.ObservedAt.Add(-time.Hour)
 	}
 	return s
 }

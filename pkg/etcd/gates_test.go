@@ -1,0 +1,119 @@
+package etcd
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+)
+
+// TestProjectRemovals states what raft's majority rule allows when several members go one after
+// the other: each removal is a membership change that commits only if a strict majority of the
+// voters of the configuration it is proposed in is healthy, and after it healthy voters must
+// still be a strict majority of the voters left; a cluster with no member left is destroyed.
+func TestProjectRemovals(t *testing.T) {
+	ids := func(members []MemberHealth, idx ...int) []Member {
+		out := make([]Member, 0, len(idx))
+		for _, i := range idx {
+			out = append(out, members[i].Member)
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		members []MemberHealth
+		targets []int
+		allowed bool
+		reason  string
+		message string
+	}{
+		{
+			name:    "Three healthy, deleting two: 2 of 2 after the first, 1 of 1 after the second, both commit",
+			members: members("Vh", "Vh", "Vh"), targets: []int{0, 1}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			message: "removing etcd member cp-0 keeps quorum: after it 2 of 2 voters are healthy; then removing etcd member cp-1 keeps quorum: after it 1 of 1 voters are healthy",
+		},
+		{
+			name:    "Three healthy, deleting all three: the third would leave no member at all",
+			members: members("Vh", "Vh", "Vh"), targets: []int{0, 1, 2}, reason: v1alpha1.MemberRemovalLastMemberReason,
+			message: "removing etcd members cp-0, cp-1, cp-2 would remove every member; removing the last one would destroy the cluster",
+		},
+		{
+			name:    "Every member going is refused even when their health is unknown",
+			members: members("V?", "V?"), targets: []int{1, 0}, reason: v1alpha1.MemberRemovalLastMemberReason,
+		},
+		{
+			name:    "Four voters with one down, deleting one healthy: 2 of 3 healthy after it",
+			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "Four voters with one down, the second of two deletes of healthy members is refused: 1 of 2 healthy after it",
+			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0, 1}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			message: "once etcd member cp-0 is removed, removing etcd member cp-1 would lose quorum: after it 1 of 2 voters are healthy",
+		},
+		{
+			name:    "Four voters with one down, deleting a healthy one and then the down one keeps quorum",
+			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0, 3}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "Three voters with one down, deleting the down one and then a healthy one keeps quorum: 2 of 2, then 1 of 1",
+			members: members("Vh", "Vh", "Vu"), targets: []int{2, 0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "Three voters with one down, deleting a healthy one first is refused in that order: 1 of 2 after it",
+			members: members("Vh", "Vh", "Vu"), targets: []int{0, 2}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		},
+		{
+			name:    "Five healthy, deleting three: 2 of 2 are left, each step commits",
+			members: members("Vh", "Vh", "Vh", "Vh", "Vh"), targets: []int{0, 1, 2}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "A member named twice is removed once",
+			members: members("Vh", "Vh", "Vh"), targets: []int{0, 0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "No target is a member: nothing changes",
+			members: members("Vh", "Vh", "Vh"), allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := ProjectRemovals(tt.members, ids(tt.members, tt.targets...))
+			g.Expect(got.Allowed).To(Equal(tt.allowed), got.Message)
+			g.Expect(got.Reason).To(Equal(tt.reason), got.Message)
+			if tt.message != "" {
+				g.Expect(got.Message).To(Equal(tt.message))
+			}
+		})
+	}
+}
+
+func TestCanRemoveMachines(t *testing.T) {
+	tests := []struct {
+		name     string
+		snapshot *Snapshot
+		going    []Machine
+		allowed  bool
+		reason   string
+	}{
+		{name: "Two of three healthy Machines going keeps quorum", snapshot: cluster(3),
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+		{name: "All three Machines going would remove the last member", snapshot: cluster(3),
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}, {Name: "m-cp-2", NodeName: "cp-2"}}, reason: v1alpha1.MemberRemovalLastMemberReason},
+		{name: "A Machine without a Node hosts no member and does not count", snapshot: cluster(3),
+			going: []Machine{{Name: "m-new"}, {Name: "m-cp-0", NodeName: "cp-0"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+		{name: "A healthy Machine going after another while a member is down is refused",
+			snapshot: with(cluster(4), evidence(4, unreachable("connection refused"))),
+			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason},
+		{name: "No snapshot is never safe", going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: v1alpha1.MemberRemovalHealthUnknownReason},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := CanRemoveMachines(tt.snapshot, testNow, tt.going)
+			g.Expect(got.Allowed).To(Equal(tt.allowed), got.Message)
+			g.Expect(got.Reason).To(Equal(tt.reason), got.Message)
+		})
+	}
+}
