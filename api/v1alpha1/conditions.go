@@ -170,6 +170,10 @@ const (
 	// member removal (after fixing etcd by hand, or accepting the risk).
 	ReleaseHookAnnotation = "etcd-adapter.cluster.x-k8s.io/release-hook"
 
+	// ReleaseHookValue is the one value of ReleaseHookAnnotation that releases the hook; any
+	// other value (such as "false") releases nothing.
+	ReleaseHookValue = "true"
+
 	// SkipQuorumGuardAnnotation on a Machine lets its deletion through the quorum guard.
 	SkipQuorumGuardAnnotation = "etcd-adapter.cluster.x-k8s.io/skip-quorum-guard"
 
