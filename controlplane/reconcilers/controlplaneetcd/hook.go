@@ -517,9 +517,12 @@ func (r *Reconciler) persistRemoval(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(s.cpe.Status.Removal, s.storedRemoval) {
 		return nil
 	}
-	before := s.cpe.DeepCopy()
+	// Note: a copy is patched, so the pass's object keeps the resourceVersion it was read with
+	// and the patch at the end of the pass does not carry a newer one as a precondition.
+	latest := s.cpe.DeepCopy()
+	before := latest.DeepCopy()
 	before.Status.Removal = s.storedRemoval.DeepCopy()
-	if err := r.Client.Status().Patch(ctx, s.cpe, client.MergeFrom(before)); err != nil {
+	if err := r.Client.Status().Patch(ctx, latest, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("failed to write status.removal of ControlPlaneEtcd %s: %w", klog.KObj(s.cpe), err)
 	}
 	s.storedRemoval = s.cpe.Status.Removal.DeepCopy()
