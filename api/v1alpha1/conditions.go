@@ -183,6 +183,10 @@ const (
 	// member removal (after fixing etcd by hand, or accepting the risk).
 	ReleaseHookAnnotation = "etcd-adapter.cluster.x-k8s.io/release-hook"
 
+	// ReleaseHookValue is the one value of ReleaseHookAnnotation that releases the hook; any
+	// other value (such as "false") releases nothing. It is AnnotationTrue.
+	ReleaseHookValue = AnnotationTrue
+
 	// SkipQuorumGuardAnnotation on a Machine, with the value AnnotationTrue ("true"), lets its
 	// deletion through the quorum guard unchecked; it is also how a person says the last etcd
 	// member's Machine of a Cluster that is not being deleted may go. Any other value, including

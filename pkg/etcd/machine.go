@@ -24,6 +24,9 @@ type Machine struct {
 	UpToDate bool
 	// Created is the Machine's creation time.
 	Created time.Time
+	// Addresses are the Machine's status.addresses (IPs and host names), to find its member by
+	// peer URL when the Node is missing.
+	Addresses []string
 }
 
 // Provisioning reports whether the Machine has no Node yet.
@@ -39,5 +42,16 @@ func MachineFacts(m *clusterv1.Machine) Machine {
 		HealthCheckSucceeded: conditions.IsTrue(m, clusterv1.MachineHealthCheckSucceededCondition),
 		UpToDate:             conditions.IsTrue(m, clusterv1.MachineUpToDateCondition),
 		Created:              m.CreationTimestamp.Time,
+		Addresses:            addressesOf(m),
 	}
+}
+
+func addressesOf(m *clusterv1.Machine) []string {
+	var out []string
+	for _, a := range m.Status.Addresses {
+		if a.Address != "" {
+			out = append(out, a.Address)
+		}
+	}
+	return out
 }

@@ -111,10 +111,16 @@ func (b *Backend) askClient(ctx context.Context, c *memberClient, timeout time.D
 }
 
 // askRemovedFirst asks for the member list, then for Status only when the member is in its own
-// list and is not one the cluster already removed (gone: a linearizable member list through
-// another member showed it removed). Such a member has not applied its own removal yet and
-// will stop the moment it does, so it is never asked for Status; it is no member of the
-// cluster, whatever it says about itself.
+// list, is not one the cluster already removed (gone: a linearizable member list through
+// another member showed it removed), and is in the linearizable member list asked through it
+// (the leader's committed membership; the member applies everything committed before it
+// answers). A removed member has not applied its own removal yet or is about to stop, so it is
+// never asked for Status; it is no member of the cluster, whatever it says about itself. When
+// the linearizable list cannot be had, Status is not asked either: the member may be between
+// applying its removal and stopping.
+//
+// Note: gone is this process's memory; a manager that just started has none (another process
+// may have removed the member moments before), hence the linearizable list.
 //
 // Important! etcd v3.6 panics ("failed to find local ID in cluster members") when a member
 // that applied its own removal, and has not stopped yet, is asked for its Status: the server
@@ -133,6 +139,20 @@ func askRemovedFirst(ctx context.Context, c *memberClient, timeout time.Duration
 		a.errors = []string{fmt.Sprintf("member %x was removed from the cluster and has not applied its removal yet", ml.Header.GetMemberId())}
 		return a
 	}
+	if ml != nil {
+		lin, linErr := askLinearizableMemberList(ctx, c, timeout)
+		self := ml.Header.GetMemberId()
+		switch {
+		case linErr != nil:
+			a := toAnswer(c.node, nil, ml, errNotAsked, nil)
+			a.errors = []string{fmt.Sprintf("member %x may have been removed, and the cluster's linearizable member list could not be read through it: %v", self, linErr)}
+			return a
+		case !slices.ContainsFunc(lin.Members, func(m *pb.Member) bool { return m.ID == self }):
+			a := toAnswer(c.node, nil, ml, errNotAsked, nil)
+			a.errors = []string{fmt.Sprintf("member %x is not in the cluster's linearizable member list: it was removed", self)}
+			return a
+		}
+	}
 	st, stErr := askStatus(ctx, c, timeout)
 	return toAnswer(c.node, st, ml, stErr, mlErr)
 }
@@ -146,6 +166,13 @@ func askStatus(ctx context.Context, c *memberClient, timeout time.Duration) (*cl
 	})
 }
 
+// askLinearizableMemberList asks for the membership the leader has committed, through the member.
+func askLinearizableMemberList(ctx context.Context, c *memberClient, timeout time.Duration) (*clientv3.MemberListResponse, error) {
+	return callWithin(ctx, timeout, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
+		return c.cluster.MemberList(ctx)
+	})
+}
+
 func askMemberList(ctx context.Context, c *memberClient, timeout time.Duration) (*clientv3.MemberListResponse, error) {
 	return callWithin(ctx, timeout, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
 		return c.cluster.MemberList(ctx, clientv3.WithSerializable())
@@ -153,14 +180,16 @@ func askMemberList(ctx context.Context, c *memberClient, timeout time.Duration) 
 }
 
 // mayBeRemoved reports whether the member on node may have been removed: this backend sent a
-// removal through or about it, or the last member list has no member of that name.
+// removal through or about it, the last member list has no member of that name, or this
+// backend has observed nothing yet (a manager that just started does not know what the one
+// before it removed).
 func (b *Backend) mayBeRemoved(node string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.removedOn[node] {
+	if b.removedOn[node] || b.lastMembers == nil {
 		return true
 	}
-	return b.lastMembers != nil && !slices.ContainsFunc(b.lastMembers, func(m etcd.Member) bool { return m.Name == node })
+	return !slices.ContainsFunc(b.lastMembers, func(m etcd.Member) bool { return m.Name == node })
 }
 
 // toAnswer turns the replies into an answer. The member is unreachable only when none of them

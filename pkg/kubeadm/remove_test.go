@@ -176,3 +176,24 @@ func TestBackend_Observe_alarmsOfARemovedMember(t *testing.T) {
 			"NOSPACE stays active on the cluster after its member is gone")
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
+
+// TestBackend_Observe_freshBackendAfterRemoval: a backend that just started (a manager that
+// replaced the one that removed a member) never asks the removed member for Status while it
+// still answers on its Node; etcd v3.6 panics on that ("failed to find local ID in cluster
+// members"), which in this test binary ends every test.
+func TestBackend_Observe_freshBackendAfterRemoval(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	w := startWorkloadCluster(t, workload, 3)
+	f := &faults{w: w}
+	s := observeHealthy(ctx, g, w.backend(t), 3)
+	victim, _ := s.MemberByNode(w.nodes[2])
+	removeUntilDone(ctx, t, w.backend(t), f, victim)
+	for range 5 {
+		fresh := w.backend(t)
+		s, err := fresh.Observe(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, has := s.MemberByID(victim.ID)
+		g.Expect(has).To(BeFalse(), "the removed member is no member: %+v", s.Members)
+	}
+}

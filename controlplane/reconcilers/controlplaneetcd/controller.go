@@ -101,10 +101,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 const (
 	// StepQuorumChecked: the quorum projection allowed the removal; nothing was asked yet.
 	StepQuorumChecked = "QuorumChecked"
+	// StepRemovalRecorded: status.removal says the removal is InProgress; nothing was asked yet.
+	StepRemovalRecorded = "RemovalRecorded"
 	// StepRemovalRequested: the backend was asked to remove the member.
 	StepRemovalRequested = "RemovalRequested"
 	// StepRemovedBeforeRelease: the member is confirmed gone; the hook is not released yet.
 	StepRemovedBeforeRelease = "RemovedBeforeRelease"
+	// StepHookReleased: the hook was released; the pass's status is not written yet.
+	StepHookReleased = "HookReleased"
 )
 
 func (r *Reconciler) atStep(ctx context.Context, step string) {

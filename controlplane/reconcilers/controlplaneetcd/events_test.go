@@ -65,7 +65,7 @@ func TestReconciler_removalEvents(t *testing.T) {
 				s.snapshot.Members = append(s.snapshot.Members[:1], s.snapshot.Members[2:]...)
 				s.snapshot.Evidence = append(s.snapshot.Evidence[:1], s.snapshot.Evidence[2:]...)
 			},
-			wantType: corev1.EventTypeNormal, wantReason: v1alpha1.EventHookReleased, wantText: "no etcd member is hosted on Node cp-1"},
+			wantType: corev1.EventTypeNormal, wantReason: v1alpha1.EventHookReleased, wantText: "no etcd member belongs to Machine m-cp-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestReconciler_removalEvents(t *testing.T) {
 				tt.prepare(s)
 			}
 			rec := &eventRecorder{}
-			r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(eventScheme()).WithObjects(m).Build(), Recorder: rec}
+			r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(eventScheme()).WithObjects(m, s.cpe).WithStatusSubresource(s.cpe).Build(), Recorder: rec}
 
 			_, _ = r.reconcileDeletingMachine(context.Background(), s, m)
 

@@ -61,11 +61,17 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 
 // firstGhost picks the member to remove first: never-started members and learners before
 // others (RemovalOrder), so every pass picks the same one.
+//
+// Important! A started member whose name ties it to a control-plane Machine (etcd.BelongsToMachine:
+// its Machine's Node or name) is never a ghost, even when its Node object is gone (kubeadm then
+// places it on no Node): a running Machine's member still serves, and a deleting Machine's member
+// is removed by that Machine's removal flow, quorum-checked, before its hook goes.
 func (s *scope) firstGhost() (etcd.Member, bool) {
+	facts := s.machineFacts()
 	var ghosts []etcd.Member
 	for _, m := range s.snapshot.Members {
 		// A member that never started serves nothing; one on no Node was left behind.
-		if !m.Started() || m.NodeName == "" {
+		if !m.Started() || (m.NodeName == "" && !etcd.BelongsToMachine(m, facts)) {
 			ghosts = append(ghosts, m)
 		}
 	}

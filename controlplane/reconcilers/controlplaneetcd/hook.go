@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -73,8 +74,15 @@ func (s *scope) otherPreTerminateHooks(m *clusterv1.Machine) []string {
 	return out
 }
 
-// reconcileDeletingMachines runs the removal flow for the deleting Machine held longest (oldest
-// deletion timestamp, then name), so every pass picks the same one and makes at most one change.
+// reconcileDeletingMachines runs the removal flow for the deleting Machines held, longest held
+// first (oldest deletion timestamp, then name), so every pass picks the same order and makes at
+// most one change.
+//
+// Important! A Machine whose removal cannot start now for a reason another Machine's removal may
+// clear (the quorum projection refuses it, or another Machine's removal is under way) does not
+// hold up the ones behind it: Machine A of a healthy member is blocked while member B is down,
+// and the Machine a person deleted to replace B must still get B's member removed, or A waits
+// for ever. The quorum projection still decides every removal.
 func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var held []*clusterv1.Machine
 	for _, m := range s.machines {
@@ -85,14 +93,56 @@ func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (c
 	slices.SortFunc(held, func(a, b *clusterv1.Machine) int {
 		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
+	if err := r.closeOrphanedRemoval(ctx, s, held); err != nil {
+		return s.requeue(), err
+	}
+	var firstYielded *metav1.Condition
 	for _, m := range held {
 		log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
+		s.yielded = false
 		done, err := r.reconcileDeletingMachine(ctrl.LoggerInto(ctx, log), s, m)
-		if err != nil || !done {
+		switch {
+		case err != nil:
 			return s.requeue(), err
+		case done:
+			continue
+		case s.yielded:
+			if firstYielded == nil {
+				firstYielded = s.progressing
+			}
+			log.V(4).Info("Looking at the next deleting Machine: this one waits on others")
+			continue
 		}
+		return s.requeue(), nil
+	}
+	if firstYielded != nil {
+		// Every held Machine waits; the condition tells about the one held longest.
+		s.progressing = firstYielded
+		return s.requeue(), nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// closeOrphanedRemoval closes a removal record left InProgress for a Machine no hook of ours holds
+// any more (gone, or its hook taken off by other means), so it neither stays InProgress for ever
+// nor keeps other removals from starting. The record says whether the member is still there.
+func (r *Reconciler) closeOrphanedRemoval(ctx context.Context, s *scope, held []*clusterv1.Machine) error {
+	rec := s.cpe.Status.Removal
+	if rec == nil || rec.Result != v1alpha1.RemovalInProgress || rec.EndTime != nil || s.snapshot == nil ||
+		slices.ContainsFunc(held, func(m *clusterv1.Machine) bool { return m.Name == rec.MachineName }) {
+		return nil
+	}
+	closed := rec.DeepCopy()
+	closed.EndTime = &metav1.Time{Time: s.now}
+	id, err := strconv.ParseUint(rec.MemberID, 16, 64)
+	if _, present := s.snapshot.MemberByID(id); err == nil && !present {
+		closed.Result, closed.Message = v1alpha1.RemovalRemoved, fmt.Sprintf("Machine %s is no longer held by etcd-adapter and etcd member %s is gone", rec.MachineName, rec.Member)
+	} else {
+		closed.Result, closed.Message = v1alpha1.RemovalReleased, fmt.Sprintf("Machine %s is no longer held by etcd-adapter (its hook was released by other means); etcd member %s was not confirmed removed", rec.MachineName, rec.Member)
+	}
+	s.cpe.Status.Removal = closed
+	ctrl.LoggerFrom(ctx).Info("Closed the removal record of a Machine no longer held", "MachineName", rec.MachineName, "memberName", rec.Member, "result", closed.Result)
+	return r.persistRemoval(ctx, s)
 }
 
 // reconcileDeletingMachine moves one Machine's removal flow one step. It reports done when the
@@ -117,22 +167,20 @@ func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *
 // releaseWithoutRemoval says why the hook may go without removing a member, or "".
 func releaseWithoutRemoval(s *scope, m *clusterv1.Machine) string {
 	switch {
-	case m.Annotations[v1alpha1.ReleaseHookAnnotation] != "":
-		return fmt.Sprintf("released by annotation %s: %q", v1alpha1.ReleaseHookAnnotation, m.Annotations[v1alpha1.ReleaseHookAnnotation])
+	case releaseRequested(m):
+		return fmt.Sprintf("released by annotation %s=%s", v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue)
 	case !s.cluster.DeletionTimestamp.IsZero():
 		return "the Cluster is being deleted"
 	case s.controlPlaneDeleting:
 		return "the control plane is being deleted"
-	case m.Status.NodeRef.Name == "" && (s.snapshot == nil || !hostsMemberByName(s.snapshot, m.Name)):
-		return "the Machine never had a Node and hosts no etcd member"
 	}
 	return ""
 }
 
-// hostsMemberByName covers a Machine whose Node never registered but whose member started
-// under the Machine's name.
-func hostsMemberByName(snap *etcd.Snapshot, name string) bool {
-	return slices.ContainsFunc(snap.Members, func(mb etcd.Member) bool { return mb.Name == name })
+// releaseRequested reports whether a person asked to release the hook: only the explicit value
+// counts, so "false" or an empty value releases nothing.
+func releaseRequested(m *clusterv1.Machine) bool {
+	return m.Annotations[v1alpha1.ReleaseHookAnnotation] == v1alpha1.ReleaseHookValue
 }
 
 func deletingReason(m *clusterv1.Machine) string {
@@ -143,35 +191,51 @@ func deletingReason(m *clusterv1.Machine) string {
 }
 
 // removeMembersOf runs one step of: fresh observation → quorum projection → move leadership →
-// remove the member → (next pass) confirm → release.
+// record the removal → remove the member → (next pass) confirm → release.
+//
+// Important! The hook is released only on proof: no member belongs to the Machine by any
+// identity (etcd.MembersOfMachine) in this pass's fresh observation, and a removal recorded for
+// the Machine is confirmed by the backend (a linearizable member list for kubeadm, K3s's evidence
+// rules for K3s). A removal that stopped (Rejected, TimedOut) keeps the hook until a person
+// releases it, even once its member is not visible any more.
 func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1.Machine) (bool, error) {
-	node := m.Status.NodeRef.Name
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && stopped(rec.Result) {
+		s.setProgressing(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. Set annotation %s=%s on the Machine to release it", rec.Member, m.Name, rec.Message, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue))
+		return false, nil
+	}
 	if s.snapshot == nil {
 		r.setBlocked(s, m, fmt.Sprintf("etcd could not be observed, so removing the member of Machine %s is not known to be safe: %v", m.Name, s.observeErr))
 		return false, nil
 	}
-	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.snapshot.MembersOnNode(node))
+	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.membersOf(m))
 	inFlight := s.removalInFlight(m)
 	switch {
-	case len(targets) == 0 && inFlight != nil:
-		return r.confirmRemoval(ctx, s, m, *inFlight)
+	case inFlight != nil && !slices.ContainsFunc(targets, func(mb etcd.Member) bool { return strconv.FormatUint(mb.ID, 16) == inFlight.MemberID }):
+		return r.confirmRemoval(ctx, s, m, *inFlight, len(targets))
 	case len(targets) == 0:
 		r.atStep(ctx, StepRemovedBeforeRelease)
-		return true, r.releaseRemoved(ctx, s, m, fmt.Sprintf("no etcd member is hosted on Node %s any more", node))
+		return true, r.releaseRemoved(ctx, s, m, noMemberReason(m))
 	case len(targets) == len(s.snapshot.Members):
-		return true, r.release(ctx, s, m, fmt.Sprintf("Node %s hosts the last etcd member, which is never removed", node), v1alpha1.EventHookReleased)
+		return true, r.release(ctx, s, m, fmt.Sprintf("Machine %s hosts the last etcd member, which is never removed", m.Name), v1alpha1.EventHookReleased)
 	}
 	target := targets[0]
-	rec := s.removalRecord(m, target)
-	if rec.Result == v1alpha1.RemovalRejected || rec.Result == v1alpha1.RemovalTimedOut {
-		// Stopped for a person to look; the member going away by other means still releases.
-		s.setProgressing(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. Set annotation %s on the Machine to release it", rec.Member, m.Name, rec.Message, v1alpha1.ReleaseHookAnnotation))
-		return false, nil
-	}
-	if r.stopIfOverdue(s, m, rec) {
+	if r.stopIfOverdue(s, m, s.removalRecord(m, target)) {
 		return false, nil
 	}
 	return r.removeMember(ctx, s, m, target)
+}
+
+// noMemberReason says why no member belongs to the Machine, for the release.
+func noMemberReason(m *clusterv1.Machine) string {
+	if m.Status.NodeRef.Name == "" {
+		return fmt.Sprintf("Machine %s never had a Node and no etcd member belongs to it (by Node name, member name or address)", m.Name)
+	}
+	return fmt.Sprintf("no etcd member belongs to Machine %s any more (by Node %s, member name or address)", m.Name, m.Status.NodeRef.Name)
+}
+
+// membersOf returns the members of this pass's observation that belong to m.
+func (s *scope) membersOf(m *clusterv1.Machine) []etcd.Member {
+	return etcd.MembersOfMachine(s.snapshot.Members, s.machineFacts(), etcd.MachineFacts(m))
 }
 
 // stopIfOverdue stops a removal that has waited longer than spec.memberRemovalTimeout, and
@@ -190,7 +254,10 @@ func (r *Reconciler) stopIfOverdue(s *scope, m *clusterv1.Machine, rec v1alpha1.
 // drops a Node's node-name and writes removed-node-name also when it found no member at the
 // Node's address and removed nothing (k3s pkg/etcd member controller), and pkg/k3s answers
 // Removed only with evidence that agrees. kubeadm confirms with a linearizable member list.
-func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus) (bool, error) {
+//
+// remaining is how many other members of the Machine are still there: the hook is released only
+// when none is, else the record is closed and the next pass removes the next member.
+func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, remaining int) (bool, error) {
 	if r.stopIfOverdue(s, m, rec) {
 		return false, nil
 	}
@@ -205,6 +272,12 @@ func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.
 	case err != nil:
 		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Confirming the removal of etcd member %s of Machine %s failed, retrying: %v", rec.Member, m.Name, err))
 		s.wantRequeue(removalPollInterval)
+		return false, nil
+	case removal.State == etcd.RemovalRemoved && remaining > 0:
+		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalRemoved, removal.Reason, &metav1.Time{Time: s.now}
+		s.cpe.Status.Removal = &rec
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s; %d more to remove", rec.Member, m.Name, remaining))
+		s.wantRequeue(confirmRequeueAfter)
 		return false, nil
 	case removal.State == etcd.RemovalRemoved:
 		r.atStep(ctx, StepRemovedBeforeRelease)
@@ -250,6 +323,14 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	log.V(2).Info("Quorum projection for member removal", "allowed", verdict.Allowed, "reason", verdict.Reason, "message", verdict.Message)
 	if !verdict.Allowed {
 		r.setBlocked(s, m, fmt.Sprintf("Removing etcd member %s of Machine %s is not safe now (%s): %s", target, m.Name, verdict.Reason, verdict.Message))
+		s.yielded = s.removalUnderWay() == nil
+		return false, nil
+	}
+	if other := s.removalUnderWay(); other != nil && other.MachineName != m.Name {
+		// One removal at a time: status.removal follows one, and the projection above assumed
+		// no other membership change.
+		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for the removal of etcd member %s of Machine %s to finish", m.Name, other.Member, other.MachineName))
+		s.yielded = true
 		return false, nil
 	}
 	r.atStep(ctx, StepQuorumChecked)
@@ -257,7 +338,14 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		s.wantRequeue(removalPollInterval)
 		return false, err
 	}
+	// Important! Write-ahead: the record is persisted before the backend is asked, so a manager
+	// that stops right after asking finds the removal in flight and confirms it through the
+	// backend instead of taking the member's absence (or K3s's removed-node-name claim) for proof.
 	s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "removal requested")
+	if err := r.persistRemoval(ctx, s); err != nil {
+		return false, err
+	}
+	r.atStep(ctx, StepRemovalRecorded)
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
 	removal, err := s.backend.RemoveMember(callCtx, target)
@@ -341,7 +429,7 @@ func progressReasonFor(res v1alpha1.RemovalResult) string {
 func (r *Reconciler) stopRemoval(s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, res v1alpha1.RemovalResult, event, why string) error {
 	rec.Result, rec.Message, rec.EndTime = res, why, &metav1.Time{Time: s.now}
 	s.cpe.Status.Removal = &rec
-	r.event(s, m, corev1.EventTypeWarning, event, fmt.Sprintf("Keeping the pre-terminate hook: removal of etcd member %s %s: %s. Set annotation %s on the Machine to release it", rec.Member, strings.ToLower(string(res)), why, v1alpha1.ReleaseHookAnnotation))
+	r.event(s, m, corev1.EventTypeWarning, event, fmt.Sprintf("Keeping the pre-terminate hook: removal of etcd member %s %s: %s. Set annotation %s=%s on the Machine to release it", rec.Member, strings.ToLower(string(res)), why, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue))
 	s.setProgressing(progressReasonFor(res), fmt.Sprintf("Removal of etcd member %s of Machine %s %s: %s", rec.Member, m.Name, strings.ToLower(string(res)), why))
 	return nil
 }
@@ -377,9 +465,9 @@ func (s *scope) recordRemoval(m *clusterv1.Machine, target etcd.Member, res v1al
 func (r *Reconciler) releaseRemoved(ctx context.Context, s *scope, m *clusterv1.Machine, why string) error {
 	rec := s.cpe.Status.Removal
 	if rec == nil || rec.MachineName != m.Name {
-		// The status this pass read may lag the one the previous pass wrote (a cached read), or
-		// the member went by other means: the record still says what ended for this Machine.
-		rec = &v1alpha1.MemberRemovalStatus{Member: "every member of Node " + m.Status.NodeRef.Name, MachineName: m.Name,
+		// No member belonged to the Machine in this pass's observation and none was recorded:
+		// the record still says what ended for this Machine.
+		rec = &v1alpha1.MemberRemovalStatus{Member: "every member of Machine " + m.Name, MachineName: m.Name,
 			NodeName: m.Status.NodeRef.Name, StartTime: metav1.Time{Time: s.now}}
 		s.cpe.Status.Removal = rec
 	}
@@ -390,7 +478,17 @@ func (r *Reconciler) releaseRemoved(ctx context.Context, s *scope, m *clusterv1.
 }
 
 // release removes the hooks this controller holds m with.
+//
+// Important! The closed record is persisted before the hook goes: once the Machine is gone, no
+// later pass holds it to close a record left InProgress.
 func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine, why, event string) error {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && (rec.EndTime == nil || stopped(rec.Result)) {
+		// A stopped removal (Rejected, TimedOut) that a person releases ends as Released.
+		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalReleased, why, &metav1.Time{Time: s.now}
+	}
+	if err := r.persistRemoval(ctx, s); err != nil {
+		return err
+	}
 	before := m.DeepCopy()
 	delete(m.Annotations, v1alpha1.PreTerminateHookAnnotation)
 	if s.adoptsLegacyHook(m) {
@@ -399,12 +497,34 @@ func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine
 	if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("failed to release the pre-terminate hook of Machine %s: %w", klog.KObj(m), err)
 	}
-	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && (rec.EndTime == nil || stopped(rec.Result)) {
-		// A stopped removal (Rejected, TimedOut) that a person releases ends as Released, with
-		// their text.
-		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalReleased, why, &metav1.Time{Time: s.now}
-	}
+	r.atStep(ctx, StepHookReleased)
 	ctrl.LoggerFrom(ctx).Info("Released the pre-terminate hook", "why", why)
 	r.event(s, m, corev1.EventTypeNormal, event, "Released the etcd-adapter pre-terminate hook: "+why)
+	return nil
+}
+
+// removalUnderWay returns the removal record that has not ended, of any Machine, or nil.
+func (s *scope) removalUnderWay() *v1alpha1.MemberRemovalStatus {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.Result == v1alpha1.RemovalInProgress && rec.EndTime == nil {
+		return rec
+	}
+	return nil
+}
+
+// persistRemoval writes status.removal now when it differs from what is stored, instead of at
+// the end of the pass: the removal flow writes its record ahead of the step it records.
+func (r *Reconciler) persistRemoval(ctx context.Context, s *scope) error {
+	if equality.Semantic.DeepEqual(s.cpe.Status.Removal, s.storedRemoval) {
+		return nil
+	}
+	// Note: a copy is patched, so the pass's object keeps the resourceVersion it was read with
+	// and the patch at the end of the pass does not carry a newer one as a precondition.
+	latest := s.cpe.DeepCopy()
+	before := latest.DeepCopy()
+	before.Status.Removal = s.storedRemoval.DeepCopy()
+	if err := r.Client.Status().Patch(ctx, latest, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to write status.removal of ControlPlaneEtcd %s: %w", klog.KObj(s.cpe), err)
+	}
+	s.storedRemoval = s.cpe.Status.Removal.DeepCopy()
 	return nil
 }

@@ -20,13 +20,16 @@ func Test_releaseWithoutRemoval(t *testing.T) {
 	}{
 		{"A Machine on a Node with a member is not released", func(*scope, *clusterv1.Machine) {}, ""},
 		{"The release annotation releases", func(_ *scope, m *clusterv1.Machine) {
-			m.Annotations = map[string]string{v1alpha1.ReleaseHookAnnotation: "yes"}
+			m.Annotations = map[string]string{v1alpha1.ReleaseHookAnnotation: v1alpha1.ReleaseHookValue}
 		}, "released by annotation"},
 		{"A deleting Cluster releases", func(s *scope, _ *clusterv1.Machine) { s.cluster.DeletionTimestamp = &deleting }, "Cluster is being deleted"},
 		{"A deleting control plane releases", func(s *scope, _ *clusterv1.Machine) { s.controlPlaneDeleting = true }, "control plane is being deleted"},
-		{"A Machine that never had a Node and hosts no member releases", func(_ *scope, m *clusterv1.Machine) {
-			m.Name, m.Status.NodeRef = "m-new", clusterv1.MachineNodeReference{}
-		}, "never had a Node"},
+		{"The release annotation releases only with the explicit value", func(_ *scope, m *clusterv1.Machine) {
+			m.Annotations = map[string]string{v1alpha1.ReleaseHookAnnotation: "false"}
+		}, ""},
+		{"An empty release annotation releases nothing", func(_ *scope, m *clusterv1.Machine) {
+			m.Annotations = map[string]string{v1alpha1.ReleaseHookAnnotation: ""}
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,7 +78,15 @@ func Test_firstGhost(t *testing.T) {
 		wantGhost uint64 // 0: none
 	}{
 		{"Every member on a Machine's Node: no ghost", func(*scope) {}, 0},
-		{"A member no Node hosts is a ghost", func(s *scope) { s.snapshot.Members[2].NodeName = "" }, 3},
+		{"A member no Node hosts and no Machine is named for is a ghost", func(s *scope) {
+			s.snapshot.Members[2].NodeName, s.snapshot.Members[2].Name = "", "cp-9"
+		}, 3},
+		{"The member of a running Machine whose Node object was deleted is never a ghost", func(s *scope) {
+			s.snapshot.Members[2].NodeName = ""
+		}, 0},
+		{"The K3s-named member of a Machine whose Node object was deleted is never a ghost", func(s *scope) {
+			s.snapshot.Members[2].NodeName, s.snapshot.Members[2].Name = "", "cp-2-0a1b2c3d"
+		}, 0},
 		{"A member that never started is a ghost, wherever it is placed", func(s *scope) { s.snapshot.Members[1].Name = "" }, 2},
 		{"A started member on a Node without a Machine is not removed: its Machine may not exist yet", func(s *scope) {
 			s.machines = s.machines[:2]

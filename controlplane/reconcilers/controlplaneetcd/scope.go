@@ -39,10 +39,18 @@ type scope struct {
 	requeueAfter time.Duration
 	// observationInterval is the ControlPlaneEtcd's, or the manager's default.
 	observationInterval time.Duration
+
+	// storedRemoval is status.removal as last written (read at the start of the pass, then
+	// each write-ahead), so the removal flow writes its record only when it changed.
+	storedRemoval *v1alpha1.MemberRemovalStatus
+	// yielded is set by a deleting Machine's step when its removal cannot start for a reason
+	// another Machine's removal may clear, so the next Machine is looked at.
+	yielded bool
 }
 
 func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtcd, cluster *clusterv1.Cluster) (*scope, error) {
-	s := &scope{cpe: cpe, cluster: cluster, now: r.now(), observationInterval: cpe.Spec.ObservationIntervalOr(r.ObservationInterval)}
+	s := &scope{cpe: cpe, cluster: cluster, now: r.now(), observationInterval: cpe.Spec.ObservationIntervalOr(r.ObservationInterval),
+		storedRemoval: cpe.Status.Removal.DeepCopy()}
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
 		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name},

@@ -1,0 +1,263 @@
+package controlplaneetcd
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
+)
+
+// flowRun is one pass of the removal flow over a test scope, with what the API server held at
+// the moments that matter.
+type flowRun struct {
+	s       *scope
+	backend *recordingBackend
+	client  client.Client
+	// removalAtMachinePatch is status.removal as stored when a Machine was patched.
+	removalAtMachinePatch []*v1alpha1.MemberRemovalStatus
+}
+
+// recordingBackend notes status.removal as stored each time RemoveMember is called.
+type recordingBackend struct {
+	*etcdfake.Cluster
+	stored     func() *v1alpha1.MemberRemovalStatus
+	atRemoveOf []*v1alpha1.MemberRemovalStatus
+}
+
+func (b *recordingBackend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
+	b.atRemoveOf = append(b.atRemoveOf, b.stored())
+	return b.Cluster.RemoveMember(ctx, m)
+}
+
+func newFlowRun(t *testing.T, s *scope, backend *etcdfake.Cluster) *flowRun {
+	t.Helper()
+	s.cpe.Name, s.cpe.Namespace = "c", "ns"
+	s.storedRemoval = s.cpe.Status.Removal.DeepCopy()
+	run := &flowRun{s: s}
+	objs := []client.Object{s.cpe}
+	for _, m := range s.machines {
+		m.Namespace = "ns"
+		objs = append(objs, m)
+	}
+	stored := func() *v1alpha1.MemberRemovalStatus {
+		got := &v1alpha1.ControlPlaneEtcd{}
+		if err := run.client.Get(context.Background(), client.ObjectKeyFromObject(s.cpe), got); err != nil {
+			t.Fatalf("failed to read the ControlPlaneEtcd: %v", err)
+		}
+		return got.Status.Removal
+	}
+	base := fake.NewClientBuilder().WithScheme(eventScheme()).WithObjects(objs...).WithStatusSubresource(s.cpe).Build()
+	run.client = interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, ok := obj.(*clusterv1.Machine); ok {
+				run.removalAtMachinePatch = append(run.removalAtMachinePatch, stored())
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	run.backend = &recordingBackend{Cluster: backend, stored: stored}
+	s.backend = run.backend
+	return run
+}
+
+// hooked reports whether the Machine still carries the hook, as stored.
+func (run *flowRun) hooked(g Gomega, m *clusterv1.Machine) bool {
+	got := &clusterv1.Machine{}
+	g.Expect(run.client.Get(context.Background(), client.ObjectKeyFromObject(m), got)).To(Succeed())
+	return got.Annotations[v1alpha1.PreTerminateHookAnnotation] != ""
+}
+
+func (run *flowRun) reconcile(g Gomega) {
+	r := &Reconciler{Client: run.client, Recorder: &eventRecorder{}}
+	_, err := r.reconcileDeletingMachines(context.Background(), run.s)
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+func removedIDs(b *etcdfake.Cluster) []uint64 {
+	var out []uint64
+	for _, m := range b.RemovedMembers {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+func dropMember(s *scope, id uint64) {
+	var members []etcd.Member
+	for _, m := range s.snapshot.Members {
+		if m.ID != id {
+			members = append(members, m)
+		}
+	}
+	var evidence []etcd.MemberEvidence
+	for _, e := range s.snapshot.Evidence {
+		if e.MemberID != id {
+			evidence = append(evidence, e)
+		}
+	}
+	s.snapshot.Members, s.snapshot.Evidence = members, evidence
+}
+
+func inProgress(member string, id, machine string) *v1alpha1.MemberRemovalStatus {
+	return &v1alpha1.MemberRemovalStatus{Member: member, MemberID: id, MachineName: machine, NodeName: member,
+		StartTime: metav1.Time{Time: now.Add(-time.Second)}, Result: v1alpha1.RemovalInProgress, Message: "removal requested"}
+}
+
+// TestReconciler_removalFlow: the hook is released only on proof, the record is written ahead,
+// and a blocked Machine does not hold up a removal that is safe.
+func TestReconciler_removalFlow(t *testing.T) {
+	tests := []struct {
+		name    string
+		down    []int
+		backend *etcdfake.Cluster
+		// prepare deletes Machines and edits the observation.
+		prepare func(s *scope)
+		check   func(g Gomega, run *flowRun)
+	}{
+		{
+			name:    "The member is recorded InProgress before the backend is asked to remove it",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{2: {State: etcd.RemovalInProgress, Reason: "waiting for K3s"}}},
+			prepare: func(s *scope) { deleting(s.machines[1]) },
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.atRemoveOf).To(HaveLen(1))
+				g.Expect(run.backend.atRemoveOf[0]).To(HaveValue(And(HaveField("MemberID", "2"), HaveField("MachineName", "m-cp-1"),
+					HaveField("Result", v1alpha1.RemovalInProgress), HaveField("EndTime", BeNil()))))
+			},
+		},
+		{
+			name: "A kubeadm member whose Node object was deleted still belongs to its Machine: blocked on quorum, the hook stays",
+			down: []int{0},
+			prepare: func(s *scope) {
+				deleting(s.machines[1])
+				s.snapshot.Members[1].NodeName = "" // kubeadm places no member on a Node that is gone
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeTrue())
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Reason", v1alpha1.ProgressingRemovalBlockedReason)))
+			},
+		},
+		{
+			name: "A Machine without a Node whose member is found by name keeps its hook until the member is removed",
+			prepare: func(s *scope) {
+				m := deleting(s.machines[2])
+				m.Status.NodeRef = clusterv1.MachineNodeReference{}
+				s.snapshot.Members[2].Name, s.snapshot.Members[2].NodeName = "m-cp-2", ""
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[2])).To(BeTrue())
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{3}))
+			},
+		},
+		{
+			name: "A Machine without a Node and with no member anywhere is released",
+			prepare: func(s *scope) {
+				m := deleting(s.machines[2])
+				m.Status.NodeRef = clusterv1.MachineNodeReference{}
+				dropMember(s, 3)
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[2])).To(BeFalse())
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+			},
+		},
+		{
+			name:    "A removal in flight whose member is not visible is confirmed through the backend; no proof, no release",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{2: {State: etcd.RemovalInProgress, Reason: "K3s claims removed-node-name; no evidence yet"}}},
+			prepare: func(s *scope) {
+				deleting(s.machines[1])
+				s.cpe.Status.Removal = inProgress("cp-1", "2", "m-cp-1")
+				dropMember(s, 2)
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeTrue())
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{2}))
+			},
+		},
+		{
+			name: "A removal in flight confirmed by the backend releases, with the closed record stored before the hook goes",
+			prepare: func(s *scope) {
+				deleting(s.machines[1])
+				s.cpe.Status.Removal = inProgress("cp-1", "2", "m-cp-1")
+				dropMember(s, 2)
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeFalse())
+				g.Expect(run.removalAtMachinePatch).To(HaveLen(1))
+				g.Expect(run.removalAtMachinePatch[0]).To(HaveValue(And(HaveField("Result", v1alpha1.RemovalRemoved), HaveField("EndTime", Not(BeNil())))))
+			},
+		},
+		{
+			name: "A stopped removal keeps the hook for a person even once its member is not visible",
+			prepare: func(s *scope) {
+				deleting(s.machines[1])
+				rec := inProgress("cp-1", "2", "m-cp-1")
+				rec.Result, rec.EndTime, rec.Message = v1alpha1.RemovalTimedOut, &metav1.Time{Time: now}, "the removal waited longer than 10m0s"
+				s.cpe.Status.Removal = rec
+				dropMember(s, 2)
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeTrue())
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Reason", v1alpha1.ProgressingRemovalTimedOutReason)))
+			},
+		},
+		{
+			name: "Repair path: the Machine held longest is blocked on quorum, so the broken member of the next one is removed",
+			down: []int{2},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				deleting(s.machines[2])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{3}))
+				g.Expect(run.hooked(g, run.s.machines[0])).To(BeTrue())
+			},
+		},
+		{
+			name: "Repair path: no second removal starts while another Machine's removal is in flight",
+			down: []int{2},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				deleting(s.machines[1])
+				s.cpe.Status.Removal = inProgress("cp-0", "1", "m-cp-0")
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(BeEmpty())
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Reason", v1alpha1.ProgressingRemovalBlockedReason)))
+			},
+		},
+		{
+			name: "A record InProgress for a Machine no longer held is closed as Removed when its member is gone",
+			prepare: func(s *scope) {
+				s.cpe.Status.Removal = inProgress("cp-9", "9", "m-cp-9")
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.s.storedRemoval).To(HaveValue(And(HaveField("Result", v1alpha1.RemovalRemoved), HaveField("EndTime", Not(BeNil())))))
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := testScope(3, tt.down...)
+			tt.prepare(s)
+			backend := tt.backend
+			if backend == nil {
+				backend = &etcdfake.Cluster{}
+			}
+			run := newFlowRun(t, s, backend)
+			run.reconcile(g)
+			tt.check(g, run)
+		})
+	}
+}

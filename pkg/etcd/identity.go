@@ -1,0 +1,98 @@
+package etcd
+
+import (
+	"net"
+	"net/url"
+	"strings"
+)
+
+// MembersOfMachine returns the members that belong to Machine m, by every identity the Machine
+// has, in the order of members:
+//   - the Node the backend placed the member on is the Machine's Node;
+//   - the member's name is the Machine's Node name or the Machine's name (kubeadm names a member
+//     after its Node, and most infrastructure providers name the Node after the Machine);
+//   - the member's name is K3s's "<node>-<8 hex digits>" for the Machine's Node name or name
+//     (k3s pkg/etcd/etcd.go: the suffix is chosen at first start and kept in the data dir);
+//   - the host of a peer URL is one of the Machine's addresses (status.addresses), unless the
+//     member's name or Node names another Machine of machines.
+//
+// Note: the backend's placement alone is not enough: a kubeadm member whose Node object was
+// deleted (its etcd mirror Pod goes with it) is placed on no Node though it still runs, and a
+// member whose Node never registered has only its name or address to tie it to its Machine.
+func MembersOfMachine(members []Member, machines []Machine, m Machine) []Member {
+	var out []Member
+	for _, mb := range members {
+		if namedFor(mb, m) || (peerOn(mb, m) && !namedForAnother(mb, machines, m)) {
+			out = append(out, mb)
+		}
+	}
+	return out
+}
+
+// BelongsToMachine reports whether the member's Node or name ties it to one of machines (not its
+// address, which a new Machine may reuse).
+func BelongsToMachine(mb Member, machines []Machine) bool {
+	for _, m := range machines {
+		if namedFor(mb, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// namedFor reports whether the member's Node or name is the Machine's.
+func namedFor(mb Member, m Machine) bool {
+	for _, n := range []string{m.NodeName, m.Name} {
+		if n == "" {
+			continue
+		}
+		if (n == m.NodeName && mb.NodeName == n) || mb.Name == n || isK3sMemberName(mb.Name, n) {
+			return true
+		}
+	}
+	return false
+}
+
+func namedForAnother(mb Member, machines []Machine, m Machine) bool {
+	for _, o := range machines {
+		if o.Name != m.Name && namedFor(mb, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// isK3sMemberName reports whether name is K3s's member name for the Node node:
+// "<node>-<8 lower-case hex digits>".
+func isK3sMemberName(name, node string) bool {
+	suffix, ok := strings.CutPrefix(name, node+"-")
+	if !ok || len(suffix) != 8 {
+		return false
+	}
+	return strings.Trim(suffix, "0123456789abcdef") == ""
+}
+
+// peerOn reports whether the host of one of the member's peer URLs is one of the Machine's
+// addresses.
+func peerOn(mb Member, m Machine) bool {
+	for _, p := range mb.PeerURLs {
+		u, err := url.Parse(p)
+		if err != nil || u.Hostname() == "" {
+			continue
+		}
+		host := u.Hostname()
+		for _, a := range m.Addresses {
+			if sameHost(host, a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sameHost(a, b string) bool {
+	if ipA, ipB := net.ParseIP(a), net.ParseIP(b); ipA != nil || ipB != nil {
+		return ipA != nil && ipB != nil && ipA.Equal(ipB)
+	}
+	return strings.EqualFold(a, b)
+}
