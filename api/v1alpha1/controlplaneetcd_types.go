@@ -278,11 +278,14 @@ type ControlPlaneEtcdStatus struct {
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".spec.clusterName",description="CAPI Cluster"
 // +kubebuilder:printcolumn:name="Backend",type="string",JSONPath=".spec.backend"
+// +kubebuilder:printcolumn:name="Mode",type="string",JSONPath=".spec.mode",description="Manage: etcd-adapter removes members; Observe: it only reports"
 // +kubebuilder:printcolumn:name="Members",type="integer",JSONPath=".status.memberCount"
 // +kubebuilder:printcolumn:name="Healthy",type="integer",JSONPath=".status.healthyVoters",description="Healthy voting members"
 // +kubebuilder:printcolumn:name="Leader",type="string",JSONPath=".status.leader"
 // +kubebuilder:printcolumn:name="Fault Tolerance",type="integer",JSONPath=".status.faultTolerance"
 // +kubebuilder:printcolumn:name="Available",type="string",JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Progressing",type="string",JSONPath=`.status.conditions[?(@.type=="Progressing")].status`,description="True while a member removal is under way or blocked"
+// +kubebuilder:printcolumn:name="Removal",type="string",priority=1,JSONPath=".status.removal.result",description="Result of the member removal in progress or the last one: InProgress, Removed, Rejected, TimedOut, Released"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
 // ControlPlaneEtcd is the etcd of one CAPI Cluster's control plane: how it is reached, whether

@@ -40,17 +40,17 @@ func TestRun(t *testing.T) {
 
 	g.Expect(story.Steps).To(HaveLen(5))
 	g.Expect(story.Tables).To(HaveLen(5))
-	g.Expect(story.Tables[0]).To(MatchRegexp(`(?m)^NAMESPACE\s+NAME\s+CLUSTER\s+BACKEND\s+MEMBERS\s+HEALTHY\s+LEADER\s+FAULT TOLERANCE\s+AVAILABLE\s+AGE$`))
-	g.Expect(story.Tables[0]).To(MatchRegexp(`(?m)^demo\s+k3s\s+k3s\s+k3s\s+3\s+3\s+(\S+\s+)?1\s+True\s+\S+$`))
-	g.Expect(story.Tables[0]).To(MatchRegexp(`(?m)^demo\s+kubeadm\s+kubeadm\s+kubeadm\s+3\s+3\s+\S+\s+1\s+True\s+\S+$`))
+	g.Expect(story.Tables[0]).To(MatchRegexp(`(?m)^NAMESPACE\s+NAME\s+CLUSTER\s+BACKEND\s+MODE\s+MEMBERS\s+HEALTHY\s+LEADER\s+FAULT TOLERANCE\s+AVAILABLE\s+PROGRESSING\s+AGE$`))
+	g.Expect(story.Tables[0]).To(MatchRegexp(`(?m)^demo\s+k3s\s+k3s\s+k3s\s+Manage\s+3\s+3\s+(\S+\s+)?1\s+True\s+False\s+\S+$`))
+	g.Expect(story.Tables[0]).To(MatchRegexp(`(?m)^demo\s+kubeadm\s+kubeadm\s+kubeadm\s+\S+\s+3\s+3\s+\S+\s+1\s+True\s+False\s+\S+$`))
 
 	g.Expect(story.FailedMember.Health).NotTo(Equal(v1alpha1.MemberHealthy))
-	g.Expect(story.Tables[1]).To(MatchRegexp(`(?m)^demo\s+kubeadm\s+kubeadm\s+kubeadm\s+3\s+2\s+\S+\s+0\s+True\s+\S+$`))
+	g.Expect(story.Tables[1]).To(MatchRegexp(`(?m)^demo\s+kubeadm\s+kubeadm\s+kubeadm\s+\S+\s+3\s+2\s+\S+\s+0\s+True\s+\S+\s+\S+$`))
 
 	g.Expect(story.Refusal).To(ContainSubstring("would lose etcd quorum"))
 	g.Expect(story.Refusal).To(ContainSubstring(story.FailedMember.Name))
 
-	g.Expect(story.Tables[3]).To(MatchRegexp(`(?m)^demo\s+kubeadm\s+kubeadm\s+kubeadm\s+3\s+3\s+`))
+	g.Expect(story.Tables[3]).To(MatchRegexp(`(?m)^demo\s+kubeadm\s+kubeadm\s+kubeadm\s+\S+\s+3\s+3\s+`))
 
 	order := make([]string, 0, len(story.Deletion))
 	for _, m := range story.Deletion {
@@ -68,5 +68,5 @@ func TestRun(t *testing.T) {
 	before(MilestoneHookReleased, MilestoneMachineGone)
 	g.Expect(story.Removal).NotTo(BeNil())
 	g.Expect(story.Removal.Result).To(Equal(v1alpha1.RemovalRemoved))
-	g.Expect(story.Tables[4]).To(MatchRegexp(`(?m)^demo\s+k3s\s+k3s\s+k3s\s+2\s+2\s+`))
+	g.Expect(story.Tables[4]).To(MatchRegexp(`(?m)^demo\s+k3s\s+k3s\s+k3s\s+Manage\s+2\s+2\s+`))
 }
