@@ -56,14 +56,15 @@ func writeAssets(g Gomega, dir string, perm os.FileMode, names ...string) {
 	}
 }
 
-// TestAssetVersions_matchBuildScript keeps the versions in this package, in
-// hack/build-assets.sh and in the hack/tools modules in step: a mismatch would make AssetsDir
-// look for a directory the build never fills.
+// TestAssetVersions_matchBuildScript keeps the versions and the wrapper directory in this
+// package, in hack/build-assets.sh and in the hack/tools modules in step: a mismatch would make
+// AssetsDir look for a directory the build never fills.
 func TestAssetVersions_matchBuildScript(t *testing.T) {
 	files := map[string][]string{
 		"../../hack/build-assets.sh": {
 			"K8S_VERSION=" + KubernetesVersion,
 			"ETCD_VERSION=" + EtcdVersion,
+			`wrappers="${dest}/` + wrapperDir + `"`,
 		},
 		"../../hack/tools/kube-apiserver/go.mod": {"k8s.io/kubernetes " + KubernetesVersion},
 		"../../hack/tools/etcd/go.mod":           {"go.etcd.io/etcd/server/v3 " + EtcdVersion},

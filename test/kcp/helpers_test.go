@@ -35,6 +35,25 @@ func waitAvailable(ctx context.Context, g Gomega, e *kcpenv.Env, replicas int32)
 	return kcp
 }
 
+// resyncAnnotation is the KCP annotation resyncKCP changes.
+const resyncAnnotation = "test.etcd-adapter.io/resync"
+
+// resyncKCP makes KCP reconcile now, as its periodic resync (Cluster API's default
+// --sync-period, 10 min) would later: KCP reads etcd's members and alarms only when it
+// reconciles, and a settled KCP is reconciled only on a change to the KCP, its Machines or the
+// Cluster. A change of one annotation of the KCP is such a change and nothing else: KCP does
+// not copy its own annotations anywhere.
+func resyncKCP(ctx context.Context, g Gomega, e *kcpenv.Env) {
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	g.Expect(e.Management.Client.Get(ctx, client.ObjectKeyFromObject(e.Cluster), kcp)).To(Succeed())
+	patch := client.MergeFrom(kcp.DeepCopy())
+	if kcp.Annotations == nil {
+		kcp.Annotations = map[string]string{}
+	}
+	kcp.Annotations[resyncAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+	g.Expect(e.Management.Client.Patch(ctx, kcp, patch)).To(Succeed())
+}
+
 func printConditions(kcp *controlplanev1.KubeadmControlPlane) {
 	for _, c := range kcp.Status.Conditions {
 		fmt.Printf("  KCP %s=%s reason=%s %s\n", c.Type, c.Status, c.Reason, oneLine(c.Message))

@@ -45,38 +45,51 @@ func roles(ctx context.Context, g Gomega, o *observer) (victim, down, healthy st
 // (EtcdClusterHealthy False naming the alarmed member, fault tolerance 0), and the quorum guard
 // would refuse the same deletion for the same reason (a server dry run). Then the Node comes
 // back and the alarm is disarmed.
+//
+// Note: KCP reads etcd only when it reconciles, and a settled KCP reconciles only on a change to
+// the KCP, its Machines or the Cluster, or at its resync (Cluster API's default --sync-period,
+// 10 min): it requeues by itself only before it is initialized or while
+// ControlPlaneComponentsHealthy is False (Reconcile's deferred requeue in
+// reconcilers/kubeadmcontrolplane/kubeadmcontrolplane_controller.go). So KCP shows the alarm at
+// the reconcile the MachineHealthCheck's marking of victim starts, the same one that decides the
+// remediation, not when the alarm is raised; the step waits on that, not on KCP noticing the
+// alarm by itself.
 func kcpRefusesRemediation(ctx context.Context, g Gomega, e *kcpenv.Env, o *observer, mhc *clusterv1.MachineHealthCheck, victim, alarmed string) {
 	const step = "remediation refused by KCP"
 	fmt.Printf("[%s] NOSPACE alarm on the etcd member of %s; then Node %s NotReady\n", step, alarmed, victim)
 	start := time.Now()
+	// MemberNoSpace returns once every running member, asked alone, lists the alarm.
 	g.Expect(e.MemberNoSpace(ctx, alarmed)).To(Succeed())
 	var v view
-	var kcpSaw, cpeSaw time.Time
 	g.Eventually(func(g Gomega) {
 		v = o.read(ctx, g)
-		if kcpSaw.IsZero() && v.kcpCluster.Status == metav1.ConditionFalse {
-			kcpSaw = v.at
-		}
-		if cpeSaw.IsZero() && v.cpe.cluster.Status == metav1.ConditionFalse {
-			cpeSaw = v.at
-		}
-		g.Expect(v.kcpMachines[alarmed].Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(v.kcpCluster.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(v.cpe.cluster.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(v.cpe.health[alarmed].Health).To(Equal(v1alpha1.MemberUnhealthy))
-		g.Expect(same(v.cpe.cluster, v.kcpCluster)).To(BeTrue())
 	}).WithTimeout(waitTimeout).WithPolling(250*time.Millisecond).Should(Succeed(), func() string { return dump(ctx, e) })
-	fmt.Printf("[%s] after the alarm, KCP's EtcdClusterHealthy went False in %v, the ControlPlaneEtcd's in %v (observation interval %v)\n",
-		step, kcpSaw.Sub(start).Round(time.Millisecond), cpeSaw.Sub(start).Round(time.Millisecond), observationInterval)
+	cpeSaw := v.at
+	fmt.Printf("[%s] after the alarm, the ControlPlaneEtcd's EtcdClusterHealthy went False in %v (observation interval %v); KCP then showed %s=%s and Machine %s EtcdMemberHealthy=%s (KCP reads etcd when it reconciles)\n",
+		step, cpeSaw.Sub(start).Round(time.Millisecond), observationInterval, v.kcpCluster.Type, v.kcpCluster.Status, alarmed, v.kcpMachines[alarmed].Status)
 	v.print(step)
 
 	markAt := time.Now()
 	g.Expect(e.NodeNotReady(ctx, victim)).To(Succeed())
 	var m *clusterv1.Machine
+	var kcpSaw time.Time
 	g.Eventually(func(g Gomega) {
 		m = machine(ctx, g, e, victim)
+		v = o.read(ctx, g)
+		if kcpSaw.IsZero() && v.kcpCluster.Status == metav1.ConditionFalse {
+			kcpSaw = v.at
+		}
 		g.Expect(conditions.IsFalse(m, clusterv1.MachineHealthCheckSucceededCondition)).To(BeTrue())
 		g.Expect(machineCondition(m, clusterv1.MachineOwnerRemediatedCondition).Reason).To(Equal(controlplanev1.KubeadmControlPlaneMachineCannotBeRemediatedReason))
+		g.Expect(v.kcpMachines[alarmed].Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(v.kcpCluster.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(v.cpe.health[alarmed].Health).To(Equal(v1alpha1.MemberUnhealthy))
+		g.Expect(same(v.cpe.cluster, v.kcpCluster)).To(BeTrue())
 	}).WithTimeout(waitTimeout).WithPolling(250*time.Millisecond).Should(Succeed(), func() string { return dump(ctx, e) })
+	fmt.Printf("[%s] KCP's EtcdClusterHealthy went False %v after the alarm, %v after the Node went NotReady\n",
+		step, kcpSaw.Sub(start).Round(time.Millisecond), kcpSaw.Sub(markAt).Round(time.Millisecond))
 	fmt.Printf("[%s] KCP refused to remediate %s %v after the Node went NotReady\n", step, victim, time.Since(markAt).Round(time.Millisecond))
 	owner := machineCondition(m, clusterv1.MachineOwnerRemediatedCondition)
 	g.Expect(owner.Status).To(Equal(metav1.ConditionFalse))
@@ -117,7 +130,10 @@ func kcpRefusesRemediation(ctx context.Context, g Gomega, e *kcpenv.Env, o *obse
 	// still marked, KCP would remediate it (safely, but a replacement more).
 	g.Expect(e.NodeReady(ctx, victim)).To(Succeed())
 	waitUnmarked(ctx, g, e, mhc, victim)
+	// DisarmAlarms returns once every running member, asked alone, lists no alarm. KCP, settled
+	// again, would show that at its next resync only; it is made to reconcile now.
 	g.Expect(e.DisarmAlarms(ctx)).To(Succeed())
+	resyncKCP(ctx, g, e)
 	g.Eventually(func(g Gomega) {
 		v := o.read(ctx, g)
 		g.Expect(v.kcpCluster.Status).To(Equal(metav1.ConditionTrue))

@@ -18,8 +18,14 @@
 // created before KCP runs (`<cluster>-ca`), as a user bringing their own CA does; KCP
 // generates the etcd, front-proxy and service-account CAs.
 //
-// Fault handles (MemberDown, NodeNotReady/NodeReady, StaticPodFailing, FailNextJoin) act on
-// KCP's Machines by name.
+// Fault handles (MemberDown, NodeNotReady/NodeReady, StaticPodFailing, MemberNoSpace,
+// DisarmAlarms, FailNextJoin) act on KCP's Machines by name, and return once the fault is in
+// place: the member stopped, the Node written with its Ready condition, the Pod deleted, the
+// alarm (or its absence) reported by every running member.
+//
+// Note: KCP reads etcd only when it reconciles, and a settled KCP reconciles only on a change
+// to the KCP, its Machines or the Cluster, or at its resync (10 min by default): a fault in place
+// is not yet a fault KCP shows.
 //
 // With Options.EtcdAdapter, etcd-adapter runs beside KCP as its manager binary runs it
 // (controlplane/setup with the webhooks): its CRD and config/webhook are installed on the
