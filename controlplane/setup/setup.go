@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -66,7 +67,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	}
 	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache, Backends: registry,
 		CallTimeout: opts.CallTimeout, ObservationInterval: opts.ObservationInterval, AtStep: opts.AtStep}
-	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
+	// Note: warm-up starts the controller's event sources on a replica that does not lead (its
+	// workers still start only on the leader, so nothing is written there). One of the sources is
+	// the ClusterCache's Cluster source, an unbuffered channel the ClusterCache's reconciler sends
+	// to on every connect: a manager that runs the ClusterCache on every replica, so that the
+	// quorum guard answers from a real observation everywhere, would otherwise see that reconciler
+	// block forever on the first connect of a replica that does not lead. Warm-up also lets a new
+	// leader start with its queue filled.
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency, EnableWarmup: ptr.To(true)}); err != nil {
 		return nil, err
 	}
 	if err := (&handback.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {

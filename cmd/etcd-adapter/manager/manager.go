@@ -95,11 +95,11 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the manager: %w", err)
 	}
-	if err := addChecks(mgr, o); err != nil {
-		return nil, err
-	}
 	cc, err := setupClusterCache(ctx, mgr, o)
 	if err != nil {
+		return nil, err
+	}
+	if err := addChecks(mgr, o, cc); err != nil {
 		return nil, err
 	}
 	if _, err := setup.Setup(ctx, mgr, setup.Options{
@@ -159,6 +159,14 @@ func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
 	return opts
 }
 
+// setupClusterCache sets up Cluster API's ClusterCache so that it connects on every replica, not
+// only on the elected leader: the quorum guard is served by every replica (the webhook Service
+// routes to any Ready Pod, and during a rolling update to the surge Pod before it leads), and it
+// must answer from a real observation there too. The ClusterCache's reconciler only reads (the
+// Cluster, its kubeconfig Secret, the workload apiserver's health); everything that writes stays
+// on the leader. Note: the ClusterCache sends a connect event to every GetClusterSource consumer
+// on an unbuffered channel, so every such consumer must read it on a replica that does not lead
+// too (controlplane/setup turns on the ControlPlaneEtcd controller's warm-up for that).
 func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clustercache.ClusterCache, error) {
 	secretClient, err := capisetup.CreateSecretCachingClient(mgr)
 	if err != nil {
@@ -169,7 +177,7 @@ func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clust
 		Cache:            capisetup.ClusterCacheCacheOptions(),
 		Client:           capisetup.ClusterCacheClientOptions(Name, o.ClusterCacheQPS, o.ClusterCacheBurst),
 		WatchFilterValue: o.WatchFilter,
-	}, controller.Options{MaxConcurrentReconciles: o.ClusterCacheConcurrency})
+	}, controller.Options{MaxConcurrentReconciles: o.ClusterCacheConcurrency, NeedLeaderElection: ptr.To(false)})
 	if err != nil {
 		return nil, fmt.Errorf("failed to set up the ClusterCache: %w", err)
 	}
@@ -177,12 +185,13 @@ func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clust
 }
 
 // addChecks adds /healthz (the process serves; the webhook server started) and /readyz (the
-// caches synced; the webhook server started).
-func addChecks(mgr ctrl.Manager, o *Options) error {
+// caches synced; the ClusterCache tried every served Cluster once; the webhook server started).
+func addChecks(mgr ctrl.Manager, o *Options, cc clustercache.ClusterCache) error {
 	synced := &cacheSynced{cache: mgr.GetCache()}
 	if err := mgr.Add(synced); err != nil {
 		return fmt.Errorf("failed to add the cache readiness check: %w", err)
 	}
+	connections := &clusterConnections{synced: synced, reader: mgr.GetCache(), clusterCache: cc}
 	checks := []struct {
 		name    string
 		add     func(string, healthz.Checker) error
@@ -190,6 +199,7 @@ func addChecks(mgr ctrl.Manager, o *Options) error {
 	}{
 		{"ping", mgr.AddHealthzCheck, healthz.Ping},
 		{"caches", mgr.AddReadyzCheck, synced.Check},
+		{"clustercache", mgr.AddReadyzCheck, connections.Check},
 	}
 	if o.Webhooks {
 		checks = append(checks,
