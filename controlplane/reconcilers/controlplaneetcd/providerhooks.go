@@ -17,8 +17,9 @@ import (
 // Control-plane providers put an etcd hook of their own on their Machines, and some of them
 // release it only once every other pre-terminate hook is gone ("run last"). If etcd-adapter's
 // hook waited for such a hook, each would wait for the other for ever. So etcd-adapter runs
-// just before a run-last provider hook: it drains-then-removes the member and releases its own
-// hook, and the provider's hook then finds the member gone and only releases:
+// just before a run-last provider hook: once Cluster API has drained the Node it removes the
+// member and releases its own hook, and the provider's hook then finds the member gone and
+// only releases:
 //
 //   - KubeadmControlPlane (cluster-api v1.14.2,
 //     controlplane/kubeadm/reconcilers/kubeadmcontrolplane/kubeadmcontrolplane_controller.go,
