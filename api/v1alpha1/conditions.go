@@ -176,8 +176,16 @@ const (
 	// LegacyK3sHookValue is the value cluster-api-k3s gives its hook.
 	LegacyK3sHookValue = "k3s"
 
-	// KCPHookAnnotation is KubeadmControlPlane's own hook; it coexists with ours.
+	// KCPHookAnnotation is KubeadmControlPlane's own hook; it coexists with ours. For a
+	// Kubernetes version of 1.31 or later KCP releases it only once no other pre-terminate hook
+	// is left, so ours then runs before it (see controlplane/reconcilers/controlplaneetcd,
+	// providerhooks.go).
 	KCPHookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/kcp-cleanup"
+
+	// RKE2HookAnnotation is cluster-api-provider-rke2's own hook (RKE2ControlPlane's
+	// PreTerminateHookCleanupAnnotation). It is released only once no other pre-terminate hook
+	// is left, so ours runs before it.
+	RKE2HookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/rke2-cleanup"
 
 	// ReleaseHookAnnotation on a Machine lets a person release the etcd-adapter hook without a
 	// member removal (after fixing etcd by hand, or accepting the risk).

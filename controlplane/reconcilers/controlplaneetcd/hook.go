@@ -57,8 +57,11 @@ func (s *scope) adoptsLegacyHook(m *clusterv1.Machine) bool {
 	return s.legacyHookAdoptable && m.Annotations[v1alpha1.LegacyK3sHookAnnotation] == v1alpha1.LegacyK3sHookValue
 }
 
-// otherPreTerminateHooks lists the pre-terminate hooks on m that this controller does not
-// release: ours runs last, after KCP's kcp-cleanup and any other.
+// otherPreTerminateHooks lists the pre-terminate hooks on m that this controller waits for:
+// every hook it does not release, except a provider's own etcd hook that itself waits for all
+// other hooks (KCP's kcp-cleanup for Kubernetes >= 1.31, CAPRKE2's rke2-cleanup). Ours runs
+// just before such a hook, since each waiting for the other would hang the deletion for ever
+// (see orderBefore).
 func (s *scope) otherPreTerminateHooks(m *clusterv1.Machine) []string {
 	var out []string
 	for k := range m.Annotations {
@@ -66,6 +69,9 @@ func (s *scope) otherPreTerminateHooks(m *clusterv1.Machine) []string {
 			continue
 		}
 		if k == v1alpha1.LegacyK3sHookAnnotation && s.adoptsLegacyHook(m) {
+			continue
+		}
+		if !orderBefore(k, s.controlPlaneFacts).Wait {
 			continue
 		}
 		out = append(out, k)

@@ -28,6 +28,8 @@ type scope struct {
 	controlPlaneDeleting bool
 	// legacyHookAdoptable is true when no KThreesControlPlane is left to release the legacy hook.
 	legacyHookAdoptable bool
+	// controlPlaneFacts decide whether a provider's own hook goes before or after ours.
+	controlPlaneFacts controlPlaneFacts
 
 	backend    etcd.Cluster
 	snapshot   *etcd.Snapshot
@@ -67,6 +69,7 @@ func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtc
 	}
 	s.controlPlaneDeleting = !cluster.DeletionTimestamp.IsZero() || (cp != nil && !cp.DeletionTimestamp.IsZero())
 	s.legacyHookAdoptable = cluster.Spec.ControlPlaneRef.Kind != kthreesControlPlaneKind || cp == nil
+	s.controlPlaneFacts = r.controlPlaneFactsFor(ctx, cluster, s.machines)
 	return s, nil
 }
 

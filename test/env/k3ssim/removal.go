@@ -173,6 +173,7 @@ func (s *Simulator) removePeer(ctx context.Context, name, address string) error 
 			return err
 		}
 		s.log.Info("Removed etcd member", "memberName", name, "address", address)
+		s.countRemoval(name)
 		s.tombstoneLocked(ctx, m.Name)
 		return nil
 	}

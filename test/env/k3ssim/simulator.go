@@ -121,6 +121,7 @@ type Simulator struct {
 	requeues        map[string]int
 	learners        map[uint64]learnerProgress
 	leaderMoves     int
+	removals        []string
 	memberCtl       *memberController
 	cancel          context.CancelFunc
 	done            chan struct{}
