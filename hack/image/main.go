@@ -197,7 +197,11 @@ func Build(ctx context.Context, opts Options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("failed to create a build directory: %w", err)
 	}
-	defer os.RemoveAll(binDir)
+	defer func() {
+		if err := os.RemoveAll(binDir); err != nil {
+			fmt.Fprintf(os.Stderr, "warning: failed to remove the build directory %s: %v\n", binDir, err)
+		}
+	}()
 
 	labels := map[string]string{
 		annotationSource:   opts.Source,

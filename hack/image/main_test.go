@@ -131,7 +131,7 @@ type layerFile struct {
 func layerFiles(g Gomega, l v1.Layer) map[string]layerFile {
 	rc, err := l.Uncompressed()
 	g.Expect(err).NotTo(HaveOccurred())
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	tr := tar.NewReader(rc)
 	files := map[string]layerFile{}
 	for {
