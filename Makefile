@@ -67,6 +67,25 @@ IMG ?= ghcr.io/etcd-adapter/etcd-adapter:dev
 release-manifests: ## Build $(RELEASE_DIR)/addon-components.yaml and metadata.yaml for clusterctl (IMG sets the manager image).
 	$(GO) run ./hack/release-manifests -out $(RELEASE_DIR) -image $(IMG)
 
+# The manager image, built with nothing but Go (hack/image: go-containerregistry, no Docker, no base
+# image) as an OCI image layout in IMAGE_DIR, for IMAGE_PLATFORMS, tagged IMG like the components
+# release-manifests writes. IMAGE_VERSION and IMAGE_REVISION set the OCI labels (default: git
+# describe and git rev-parse HEAD); SOURCE_DATE_EPOCH stamps it (default: the Unix epoch).
+IMAGE_DIR ?= $(RELEASE_DIR)/image
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_VERSION ?=
+IMAGE_REVISION ?=
+IMAGE_FLAGS = -out $(IMAGE_DIR) -image $(IMG) -platforms $(IMAGE_PLATFORMS) -version "$(IMAGE_VERSION)" -revision "$(IMAGE_REVISION)" -go $(GO)
+.PHONY: image
+image: ## Build the manager image (linux/amd64, linux/arm64, non-root) into $(IMAGE_DIR) as an OCI layout tagged IMG.
+	$(GO) run ./hack/image $(IMAGE_FLAGS)
+
+# Credentials come from the Docker config (~/.docker/config.json, DOCKER_CONFIG), else Podman's
+# auth.json (go-containerregistry's default keychain); none means an anonymous push.
+.PHONY: image-push
+image-push: ## Build the manager image and push it to IMG (a registry you can push to).
+	$(GO) run ./hack/image $(IMAGE_FLAGS) -push
+
 FUZZTIME ?= 60s
 .PHONY: fuzz
 fuzz: ## Fuzz the verdict functions for FUZZTIME (make test runs only the seed corpus).
