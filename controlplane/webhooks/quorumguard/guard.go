@@ -300,9 +300,13 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	case verdict.Reason == v1alpha1.MemberRemovalLastMemberReason:
 		return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along, verdict.Message))
 	}
+	fix := "Fix them first"
+	if len(underWay) > 0 {
+		fix = "Fix them first or wait for the deletions under way"
+	}
 	return denied(cpe, v1alpha1.EventDeletionRefused, fmt.Sprintf(
-		"deleting Machine %s would lose etcd quorum of Cluster %s (%s)%s: %s; members not healthy: %s. Fix them first or wait for the deletions under way, or set annotation %s=%s on the Machine to delete it anyway",
-		m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
+		"deleting Machine %s would lose etcd quorum of Cluster %s (%s)%s: %s; members not healthy: %s. %s, or set annotation %s=%s on the Machine to delete it anyway",
+		m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), fix, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
 }
 
 func lastMemberMessage(m *clusterv1.Machine, cluster *clusterv1.Cluster, along, why string) string {
