@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,17 +36,7 @@ var _ = Describe("Deleting every control-plane Machine at once", func() {
 			}
 
 			By("deleting the three control-plane Machines concurrently")
-			errs := make([]error, len(machines))
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i, m := range machines {
-				wg.Go(func() {
-					<-start
-					errs[i] = mgmt.Client.Delete(ctx, m)
-				})
-			}
-			close(start)
-			wg.Wait()
+			errs := deleteConcurrently(ctx, machines)
 
 			var admitted, refused []*clusterv1.Machine
 			for i, m := range machines {
@@ -88,6 +80,72 @@ var _ = Describe("Deleting every control-plane Machine at once", func() {
 		}, SpecTimeout(8*time.Minute))
 	}
 })
+
+// The second case of the issue: with 4 voters and 1 down, each of two deletions of healthy
+// Machines keeps quorum alone (2 of 3 healthy after it), but not both (1 of 2).
+var _ = Describe("Deleting two healthy control-plane Machines at once next to a broken member", func() {
+	It("admits one of them on kubeadm, refuses the other naming the deletion under way, and keeps quorum", func(ctx SpecContext) {
+		c := startKubeadmCluster(ctx, 4, v1alpha1.ModeManage)
+		c.expectMembers(ctx, 4)
+		By("stopping the etcd member on Node cp-3")
+		Expect(c.workload.Etcd.StopMember(ctx, c.workload.Etcd.MemberOnNode("cp-3").Name())).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(c.status(ctx).Status.HealthyVoters).To(HaveValue(BeEquivalentTo(3)))
+		}, reconcileTimeout).Should(Succeed())
+		machines := []*clusterv1.Machine{c.machines["cp-0"], c.machines["cp-1"]}
+		for _, m := range machines {
+			createPod(ctx, c.workload.APIServer.Client, m.Status.NodeRef.Name)
+		}
+
+		By("deleting Machines m-cp-0 and m-cp-1 concurrently")
+		errs := deleteConcurrently(ctx, machines)
+		for i, m := range machines {
+			GinkgoWriter.Printf("DELETE Machine %s: %v\n", m.Name, errs[i])
+		}
+		var admitted *clusterv1.Machine
+		for i, m := range machines {
+			if errs[i] != nil {
+				continue
+			}
+			Expect(admitted).To(BeNil(), "only one of the two may go: %v", errs)
+			admitted = m
+		}
+		Expect(admitted).NotTo(BeNil(), "one of the two may go: %v", errs)
+		for i, m := range machines {
+			if m != admitted {
+				Expect(errs[i].Error()).To(And(ContainSubstring("would lose etcd quorum"), ContainSubstring(v1alpha1.MemberRemovalWouldLoseQuorumReason),
+					ContainSubstring("with the deletions of Machines "+admitted.Name+" already under way"), ContainSubstring("1 of 2 voters are healthy")))
+			}
+		}
+
+		By("letting the controller finish the admitted deletion: 2 of 3 voters healthy, quorum holds")
+		c.expectGone(ctx, admitted)
+		Expect(c.workload.Kubelet(admitted.Status.NodeRef.Name).Stop()).To(Succeed())
+		Eventually(func(g Gomega) {
+			cpe := c.status(ctx)
+			g.Expect(cpe.Status.Voters).To(HaveValue(BeEquivalentTo(3)))
+			g.Expect(cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(2)))
+			g.Expect(conditionStatus(cpe, v1alpha1.AvailableCondition)).To(Equal(metav1.ConditionTrue), "status: %+v", cpe.Status)
+		}, reconcileTimeout).Should(Succeed())
+	}, SpecTimeout(6*time.Minute))
+})
+
+// deleteConcurrently sends one DELETE per Machine, all released at once, as `kubectl delete
+// machine -l ...` does, and returns each one's error.
+func deleteConcurrently(ctx context.Context, machines []*clusterv1.Machine) []error {
+	errs := make([]error, len(machines))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, m := range machines {
+		wg.Go(func() {
+			<-start
+			errs[i] = mgmt.Client.Delete(ctx, m)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
 
 func indexOf(ms []*clusterv1.Machine, m *clusterv1.Machine) int {
 	for i, x := range ms {

@@ -292,11 +292,12 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	case verdict.Allowed:
 		return allowed(verdict.Message)
 	case verdict.Reason == v1alpha1.MemberRemovalHealthUnknownReason:
-		// Note: unknown is not lost. The guard lets the deletion through, as when etcd cannot be
-		// observed at all, so that it is never the reason a broken cluster cannot be repaired; the
-		// deletion hook removes the member only once its removal is known to be safe.
-		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedHealthUnknown,
-			fmt.Sprintf("etcd health of Cluster %s is unknown: %s; deleting Machine %s%s may lose etcd quorum", cluster.Name, verdict.Message, m.Name, along))
+		// Note: unknown is not lost, and the message says so; but the members are there and no
+		// removal of theirs is known to be safe, so the deletion hook would hold the Machine
+		// anyway. Refusing here tells the person now, and which members to look at.
+		return denied(cpe, v1alpha1.EventDeletionRefusedHealthUnknown, fmt.Sprintf(
+			"deleting Machine %s of Cluster %s cannot be shown to keep etcd quorum (%s)%s: %s; members not healthy: %s. Find out why their health is unknown (their Nodes, the K3s servers), or set annotation %s=%s on the Machine to delete it anyway",
+			m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
 	case verdict.Reason == v1alpha1.MemberRemovalLastMemberReason:
 		return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along, verdict.Message))
 	}
