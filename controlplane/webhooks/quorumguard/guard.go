@@ -207,7 +207,10 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 		return allowed("the Cluster is paused (spec.paused or annotation " + clusterv1.PausedAnnotation + ")")
 	}
 	cpe, err := creation.ControlPlaneEtcdOf(ctx, g.Client, cluster)
-	if err != nil || cpe == nil {
+	switch {
+	case err != nil:
+		return allowed(err.Error())
+	case cpe == nil:
 		return allowed("the Cluster has no ControlPlaneEtcd")
 	}
 	deleting, err := g.controlPlaneDeleting(ctx, cluster)
