@@ -250,13 +250,17 @@ const (
 	// EventDeletionRefused: the deletion was refused because removing the Machine's member
 	// would lose quorum (Warning).
 	EventDeletionRefused = "DeletionRefusedWouldLoseQuorum"
-	// EventDeletionAllowedHealthUnknown: the deletion was let through although etcd's health is
-	// unknown, so it may lose quorum (Warning).
+	// EventDeletionAllowedHealthUnknown: the deletion was let through although etcd could not be
+	// observed, so it may lose quorum (Warning).
 	EventDeletionAllowedHealthUnknown = "DeletionAllowedHealthUnknown"
 	// EventDeletionAllowedLastMember: the deletion was let through although the Machine hosts
 	// the last etcd member (Warning). No longer recorded: the quorum guard refuses that deletion
 	// (EventDeletionRefusedLastMember) unless a person skips the guard explicitly.
 	EventDeletionAllowedLastMember = "DeletionAllowedLastMember"
+	// EventDeletionRefusedHealthUnknown: the deletion was refused because whether etcd keeps
+	// quorum depends on members whose health is unknown (for example every K3s heartbeat is
+	// stale), so no removal is known to be safe; quorum is not known to be lost (Warning).
+	EventDeletionRefusedHealthUnknown = "DeletionRefusedHealthUnknown"
 	// EventDeletionRefusedLastMember: the deletion was refused because, with the deletions
 	// already under way, it would remove the last etcd member of a Cluster that is not being
 	// deleted (Warning).

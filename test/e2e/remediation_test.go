@@ -55,7 +55,7 @@ var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() 
 		c.expectMembers(ctx, 2)
 	}, SpecTimeout(4*time.Minute))
 
-	It("refuses to remediate either of two unhealthy Machines whose members are both down (quorum lost), with the reason; once a person restarts one member, remediates the other", func(ctx SpecContext) {
+	It("refuses to remediate either of two unhealthy Machines whose members are both down (their Nodes NotReady: whether quorum holds is unknown), with the reason; once a person restarts one member, remediates the other", func(ctx SpecContext) {
 		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
 		c.expectMembers(ctx, 3)
 		restarted, sick := c.machines["cp-1"], c.machines["cp-2"]
@@ -69,16 +69,20 @@ var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() 
 		Eventually(func(g Gomega) {
 			cond := findCondition(c.status(ctx), v1alpha1.AvailableCondition)
 			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Reason).To(Equal(v1alpha1.AvailableQuorumLostReason))
+			// Note: K3s on a NotReady Node stops reporting, so its member may be Unknown rather than
+			// known to be down: with 1 of 3 healthy, quorum is lost when both are known down, and
+			// unknown while either is Unknown.
+			g.Expect(cond.Reason).To(BeElementOf(v1alpha1.AvailableQuorumUnknownReason, v1alpha1.AvailableQuorumLostReason))
 		}, reconcileTimeout).Should(Succeed())
 
-		By("asking to remediate each: with 3 voters and 2 down etcd cannot commit a membership change at all")
+		By("asking to remediate each: with 3 voters and 1 healthy, no membership change is known to commit")
 		for _, m := range []*clusterv1.Machine{restarted, sick} {
 			gate := mayRemediate(ctx, c, m)
-			Eventually(gate, reconcileTimeout).Should(And(HavePrefix(v1alpha1.MemberRemovalQuorumLostReason), ContainSubstring("of 3 voters are healthy")))
+			Eventually(gate, reconcileTimeout).Should(And(
+				Or(HavePrefix(v1alpha1.MemberRemovalHealthUnknownReason), HavePrefix(v1alpha1.MemberRemovalQuorumLostReason)), ContainSubstring("1 of 3 voters are healthy")))
 			err := mgmt.Client.Delete(ctx, m)
 			Expect(err).To(HaveOccurred(), "the quorum guard must refuse remediating Machine %s", m.Name)
-			Expect(err.Error()).To(ContainSubstring(v1alpha1.MemberRemovalQuorumLostReason))
+			Expect(err.Error()).To(Or(ContainSubstring("("+v1alpha1.MemberRemovalHealthUnknownReason+")"), ContainSubstring("("+v1alpha1.MemberRemovalQuorumLostReason+")")))
 		}
 
 		By("a person restarts the member on cp-1: one member is down, so only its Machine may be remediated")
@@ -87,7 +91,7 @@ var _ = Describe("Remediation with MachineHealthCheck marking Machines", func() 
 		Eventually(func(g Gomega) {
 			g.Expect(c.status(ctx).Status.HealthyVoters).To(HaveValue(BeEquivalentTo(2)))
 		}, reconcileTimeout).Should(Succeed())
-		Expect(memberIDs(ctx, c)).To(Equal(before), "nothing was removed while quorum was lost")
+		Expect(memberIDs(ctx, c)).To(Equal(before), "nothing was removed while quorum was not known to hold")
 		Eventually(mayRemediate(ctx, c, restarted), reconcileTimeout).Should(And(HavePrefix(v1alpha1.MemberRemovalWouldLoseQuorumReason), ContainSubstring("1 of 2 voters are healthy")))
 		Eventually(mayRemediate(ctx, c, sick), reconcileTimeout).Should(HavePrefix(v1alpha1.MemberRemovalSafeReason))
 		Expect(mgmt.Client.Delete(ctx, sick)).To(Succeed())

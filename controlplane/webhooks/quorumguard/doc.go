@@ -16,9 +16,9 @@
 // deleted, when the Cluster is paused, when clusterctl move deletes the Machine
 // (v1alpha1.DeleteForMoveAnnotation), and when the Machine carries
 // v1alpha1.SkipQuorumGuardAnnotation with the value v1alpha1.AnnotationTrue; and it lets it
-// through with an admission warning when etcd's health is unknown (it cannot be observed, or
-// whether healthy voters are a majority depends on members whose health is unknown): the guard
-// must never be the reason a broken cluster cannot be repaired. Every refusal and every deletion
+// through with an admission warning when etcd cannot be observed: the guard must never be the
+// reason a broken cluster cannot be repaired. When whether healthy voters are a majority depends
+// on members whose health is Unknown it refuses, saying unknown (HealthUnknown), never "lost". Every refusal and every deletion
 // let through with a warning is also a Warning Event, with a v1alpha1 reason and the client's
 // message, on the Machine and on the ControlPlaneEtcd (none for a dry run, which is also never
 // counted as a deletion under way).

@@ -207,7 +207,10 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 		return allowed("the Cluster is paused (spec.paused or annotation " + clusterv1.PausedAnnotation + ")")
 	}
 	cpe, err := creation.ControlPlaneEtcdOf(ctx, g.Client, cluster)
-	if err != nil || cpe == nil {
+	switch {
+	case err != nil:
+		return allowed(err.Error())
+	case cpe == nil:
 		return allowed("the Cluster has no ControlPlaneEtcd")
 	}
 	deleting, err := g.controlPlaneDeleting(ctx, cluster)
@@ -292,17 +295,22 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	case verdict.Allowed:
 		return allowed(verdict.Message)
 	case verdict.Reason == v1alpha1.MemberRemovalHealthUnknownReason:
-		// Note: unknown is not lost. The guard lets the deletion through, as when etcd cannot be
-		// observed at all, so that it is never the reason a broken cluster cannot be repaired; the
-		// deletion hook removes the member only once its removal is known to be safe.
-		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedHealthUnknown,
-			fmt.Sprintf("etcd health of Cluster %s is unknown: %s; deleting Machine %s%s may lose etcd quorum", cluster.Name, verdict.Message, m.Name, along))
+		// Note: unknown is not lost, and the message says so; but the members are there and no
+		// removal of theirs is known to be safe, so the deletion hook would hold the Machine
+		// anyway. Refusing here tells the person now, and which members to look at.
+		return denied(cpe, v1alpha1.EventDeletionRefusedHealthUnknown, fmt.Sprintf(
+			"deleting Machine %s of Cluster %s cannot be shown to keep etcd quorum (%s)%s: %s; members not healthy: %s. Find out why their health is unknown (their Nodes, the K3s servers), or set annotation %s=%s on the Machine to delete it anyway",
+			m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
 	case verdict.Reason == v1alpha1.MemberRemovalLastMemberReason:
 		return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along, verdict.Message))
 	}
+	fix := "Fix them first"
+	if len(underWay) > 0 {
+		fix = "Fix them first or wait for the deletions under way"
+	}
 	return denied(cpe, v1alpha1.EventDeletionRefused, fmt.Sprintf(
-		"deleting Machine %s would lose etcd quorum of Cluster %s (%s)%s: %s; members not healthy: %s. Fix them first or wait for the deletions under way, or set annotation %s=%s on the Machine to delete it anyway",
-		m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
+		"deleting Machine %s would lose etcd quorum of Cluster %s (%s)%s: %s; members not healthy: %s. %s, or set annotation %s=%s on the Machine to delete it anyway",
+		m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), fix, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
 }
 
 func lastMemberMessage(m *clusterv1.Machine, cluster *clusterv1.Cluster, along, why string) string {
