@@ -135,9 +135,7 @@ func askRemovedFirst(ctx context.Context, c *memberClient, timeout time.Duration
 		return a
 	}
 	if ml != nil && gone(ml.Header.GetMemberId()) {
-		a := toAnswer(c.node, nil, ml, errNotAsked, nil)
-		a.errors = []string{fmt.Sprintf("member %x was removed from the cluster and has not applied its removal yet", ml.Header.GetMemberId())}
-		return a
+		return removedAnswer(c.node, ml, fmt.Sprintf("member %x was removed from the cluster and has not applied its removal yet", ml.Header.GetMemberId()))
 	}
 	if ml != nil {
 		lin, linErr := askLinearizableMemberList(ctx, c, timeout)
@@ -148,13 +146,23 @@ func askRemovedFirst(ctx context.Context, c *memberClient, timeout time.Duration
 			a.errors = []string{fmt.Sprintf("member %x may have been removed, and the cluster's linearizable member list could not be read through it: %v", self, linErr)}
 			return a
 		case !slices.ContainsFunc(lin.Members, func(m *pb.Member) bool { return m.ID == self }):
-			a := toAnswer(c.node, nil, ml, errNotAsked, nil)
-			a.errors = []string{fmt.Sprintf("member %x is not in the cluster's linearizable member list: it was removed", self)}
-			return a
+			return removedAnswer(c.node, ml, fmt.Sprintf("member %x is not in the cluster's linearizable member list: it was removed", self))
 		}
 	}
 	st, stErr := askStatus(ctx, c, timeout)
 	return toAnswer(c.node, st, ml, stErr, mlErr)
+}
+
+// removedAnswer is the answer of a member the cluster removed that has not applied its removal:
+// it answered, but its member list is its stale view of a cluster it is no longer in, so it
+// takes no part in deciding the member list. Counted, it ties with the remaining member's list
+// when one member is left, and the tie can go to the stale list, which keeps the removed
+// member in every snapshot.
+func removedAnswer(node string, ml *clientv3.MemberListResponse, why string) answer {
+	a := toAnswer(node, nil, ml, errNotAsked, nil)
+	a.members = nil
+	a.errors = []string{why}
+	return a
 }
 
 // errNotAsked stands for a Status that was not asked.

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -348,4 +350,22 @@ func Test_removalPath(t *testing.T) {
 			NewWithT(t).Expect(removalPath(tt.obs, tt.target)).To(Equal(tt.want))
 		})
 	}
+}
+
+// Test_newView_removedMember: a member the cluster removed that has not applied its removal
+// answers with its stale member list; with one member left that list would tie with the
+// remaining member's and win when its key sorts first, keeping the removed member in every
+// snapshot.
+func Test_newView_removedMember(t *testing.T) {
+	g := NewWithT(t)
+	remaining := etcd.Member{ID: 0x9, Name: "a"}
+	removed := &pb.Member{ID: 0x1, Name: "b"}
+	stale := &clientv3.MemberListResponse{
+		Header:  &pb.ResponseHeader{ClusterId: 7, MemberId: removed.ID},
+		Members: []*pb.Member{{ID: remaining.ID, Name: remaining.Name}, removed},
+	}
+	zombie := removedAnswer("b", stale, "member 1 was removed from the cluster and has not applied its removal yet")
+	g.Expect(zombie.answered()).To(BeTrue(), "it did answer")
+	v := newView(answerMap(answered("a", remaining.ID, 7, remaining.ID, []etcd.Member{remaining}), zombie), 7)
+	g.Expect(v.members).To(Equal([]etcd.Member{remaining}))
 }

@@ -347,7 +347,11 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	// Important! Write-ahead: the record is persisted before the backend is asked, so a manager
 	// that stops right after asking finds the removal in flight and confirms it through the
 	// backend instead of taking the member's absence (or K3s's removed-node-name claim) for proof.
-	s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "removal requested")
+	// A removal asked before (the member is still visible, and RemoveMember is idempotent) keeps
+	// its record as it is.
+	if rec := s.removalInFlight(m); rec == nil || rec.MemberID != strconv.FormatUint(target.ID, 16) {
+		s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "removal requested")
+	}
 	if err := r.persistRemoval(ctx, s); err != nil {
 		return false, err
 	}
