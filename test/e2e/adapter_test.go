@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
@@ -40,20 +43,63 @@ type adapterManager struct {
 // startAdapter starts the etcd-adapter manager; atStep, when set, is called at each step boundary
 // of the removal flow (see controlplaneetcd.Reconciler.AtStep).
 func startAdapter(ctx context.Context, mgmt *env.Management, atStep func(context.Context, string)) (*adapterManager, error) {
-	return startAdapterWith(ctx, mgmt, atStep, false)
+	return startAdapterWith(ctx, mgmt, adapterOptions{atStep: atStep})
 }
 
 // startWebhooksOnly starts an etcd-adapter manager that serves the webhooks (the Machine hook
 // and the quorum guard) and runs no controller: etcd-adapter's controllers are down (a crash
 // loop, a rollout of the Deployment) while its webhook Pods still answer.
 func startWebhooksOnly(ctx context.Context, mgmt *env.Management) (*adapterManager, error) {
-	return startAdapterWith(ctx, mgmt, nil, true)
+	return startAdapterWith(ctx, mgmt, adapterOptions{webhooksOnly: true})
 }
 
-func startAdapterWith(ctx context.Context, mgmt *env.Management, atStep func(context.Context, string), webhooksOnly bool) (*adapterManager, error) {
+// adapterOptions shape one etcd-adapter manager of a test.
+type adapterOptions struct {
+	// atStep is passed to the ControlPlaneEtcd controller.
+	atStep func(context.Context, string)
+	// webhooksOnly serves the webhooks and runs no controller.
+	webhooksOnly bool
+	// noWebhooks runs the controllers and serves no webhook: a second replica, whose webhook
+	// server would need a port of its own that the management apiserver does not call.
+	noWebhooks bool
+	// leaderElectionID, when set, makes the controllers run only while this manager holds the
+	// Lease of that name, as replicas of the etcd-adapter Deployment do.
+	leaderElectionID string
+	// wrapClient, when set, wraps the manager's client (to make some of its calls fail).
+	wrapClient func(client.WithWatch) client.Client
+}
+
+// Leader election timings of the tests' managers: short, so that a stopped leader's Lease
+// expires within seconds (a crashed leader does not give it up).
+const (
+	leaseDuration = 4 * time.Second
+	renewDeadline = 3 * time.Second
+	retryPeriod   = 500 * time.Millisecond
+)
+
+func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOptions) (*adapterManager, error) {
 	wio := mgmt.WebhookInstallOptions()
 	opts := capi.ManagerOptions(scheme)
-	opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
+	if !o.noWebhooks {
+		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
+	}
+	if o.leaderElectionID != "" {
+		opts.LeaderElection, opts.LeaderElectionID, opts.LeaderElectionNamespace = true, o.leaderElectionID, adapterNamespace
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptr.To(leaseDuration), ptr.To(renewDeadline), ptr.To(retryPeriod)
+		// Note: the Lease is taken with the test's own identity: the manager's role
+		// (config/rbac/role.yaml, checked against every recorded request) has no Lease rule,
+		// which config/rbac/leader_election_role.yaml grants in the manager's namespace.
+		opts.LeaderElectionConfig = rest.CopyConfig(mgmt.Config)
+	}
+	if o.wrapClient != nil {
+		opts.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(config, options)
+			if err != nil {
+				return nil, err
+			}
+			return o.wrapClient(c), nil
+		}
+	}
 	mgr, err := ctrl.NewManager(adapterConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the etcd-adapter manager: %w", err)
@@ -65,12 +111,12 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, atStep func(con
 		cancel()
 		return nil, err
 	}
-	if webhooksOnly {
+	if o.webhooksOnly {
 		registry := &backends.Registry{Client: mgr.GetClient(), ClusterCache: cc}
 		err = errors.Join((&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr),
 			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
 	} else {
-		_, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: true, CallTimeout: observeTimeout, AtStep: atStep})
+		_, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: !o.noWebhooks, CallTimeout: observeTimeout, AtStep: o.atStep})
 	}
 	if err != nil {
 		cancel()
@@ -79,6 +125,9 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, atStep func(con
 	go func() { a.done <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return nil, errors.Join(errors.New("failed to sync the etcd-adapter manager's cache"), a.Stop())
+	}
+	if o.noWebhooks {
+		return a, nil
 	}
 	checker := mgr.GetWebhookServer().StartedChecker()
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {

@@ -341,6 +341,9 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	}
 	r.atStep(ctx, StepQuorumChecked)
 	if moved, err := r.moveLeadershipOff(ctx, s, m, target); err != nil || moved {
+		if moved {
+			r.atStep(ctx, StepLeaderMoved)
+		}
 		s.wantRequeue(removalPollInterval)
 		return false, err
 	}
