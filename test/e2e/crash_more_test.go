@@ -273,7 +273,8 @@ func (w *removalWatch) expectSafe(ctx context.Context, c *testCluster) {
 	Expect(memberIDs(ctx, c)).To(Equal(w.others), "exactly the deleted Machine's member must be gone")
 	c.expectMembers(ctx, len(w.others))
 	c.expectRemoved(ctx, w.machine)
-	Expect(c.status(ctx).Status.Removal.MemberID).To(Equal(fmt.Sprintf("%x", w.doomedID)))
+	Expect(c.status(ctx).Status.Removal.MemberID).To(Equal(fmt.Sprintf("%x", w.doomedID)),
+		"status.removal must still be the record of the removal that was asked, not one made up after it was lost")
 	removed := slices.DeleteFunc(eventsAbout(ctx, w.machine), func(e corev1.Event) bool { return e.Reason != v1alpha1.EventMemberRemoved })
 	var count int32
 	for _, e := range removed {
