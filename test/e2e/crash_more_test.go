@@ -80,19 +80,20 @@ var _ = Describe("The removal flow under failed writes and replaced objects", fu
 		By("failing the next status patches of the ControlPlaneEtcd once the backend was asked to remove the member")
 		const failures = 3
 		var armed, failed atomic.Int32
+		var arm sync.Once
 		Expect(adapter.Stop()).To(Succeed())
 		var err error
 		adapter, err = startAdapterWith(context.Background(), mgmt, adapterOptions{
 			atStep: func(_ context.Context, step string) {
 				if step == controlplaneetcd.StepRemovalRequested {
-					armed.CompareAndSwap(0, failures)
+					arm.Do(func() { armed.Store(failures) })
 				}
 			},
 			wrapClient: func(cl client.WithWatch) client.Client {
 				return interceptor.NewClient(cl, interceptor.Funcs{
 					SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-						if _, ok := obj.(*v1alpha1.ControlPlaneEtcd); ok && sub == "status" && armed.Load() > 0 {
-							armed.Add(-1)
+						// Only this spec's ControlPlaneEtcd: those of earlier specs are still reconciled.
+						if _, ok := obj.(*v1alpha1.ControlPlaneEtcd); ok && sub == "status" && obj.GetNamespace() == c.cpe.Namespace && armed.Add(-1) >= 0 {
 							failed.Add(1)
 							return apierrors.NewServiceUnavailable("injected: the status patch failed")
 						}
