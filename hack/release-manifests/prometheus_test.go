@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/etcd-adapter/etcd-adapter/controlplane/metrics"
+)
+
+// metricName matches an etcd-adapter metric name in a PromQL expression.
+var metricName = regexp.MustCompile(metrics.Namespace + `_[a-z_]+`)
+
+// TestPrometheusRules builds config/prometheus and checks that every alert expression names only
+// metrics the manager exports, and that the fault-tolerance alert is limited to control planes
+// of 3 or more voting members (1 or 2 have fault tolerance 0 by design).
+func TestPrometheusRules(t *testing.T) {
+	g := NewWithT(t)
+	objs := decodeAll(g, filepath.Join("..", "..", "config", "prometheus"))
+	exported := exportedMetrics(g)
+
+	var rules []map[string]any
+	kinds := map[string]bool{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = true
+		g.Expect(o.GetNamespace()).To(Equal("etcd-adapter-system"), "%s %s", o.GetKind(), o.GetName())
+		if o.GetKind() != "PrometheusRule" {
+			continue
+		}
+		groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
+		for _, grp := range groups {
+			rs, _, _ := unstructured.NestedSlice(grp.(map[string]any), "rules")
+			for _, r := range rs {
+				rules = append(rules, r.(map[string]any))
+			}
+		}
+	}
+	g.Expect(kinds).To(Equal(map[string]bool{"PrometheusRule": true, "ServiceMonitor": true}))
+	g.Expect(rules).NotTo(BeEmpty())
+
+	byAlert := map[string]string{}
+	for _, r := range rules {
+		alert, _ := r["alert"].(string)
+		expr, _ := r["expr"].(string)
+		g.Expect(alert).NotTo(BeEmpty())
+		names := metricName.FindAllString(expr, -1)
+		g.Expect(names).NotTo(BeEmpty(), "alert %s must use etcd-adapter's metrics", alert)
+		for _, n := range names {
+			g.Expect(exported).To(HaveKey(n), "alert %s names %s, which the manager does not export", alert, n)
+		}
+		byAlert[alert] = expr
+	}
+
+	ft := byAlert["EtcdAdapterNoFaultTolerance"]
+	g.Expect(ft).To(ContainSubstring(metrics.Namespace + "_fault_tolerance"))
+	// Note: only a condition on the voting member count, joined with "and", keeps a 1- or
+	// 2-member control plane (fault tolerance 0 by design) from firing.
+	g.Expect(regexp.MustCompile(`(?s)\)\s*==\s*0\s*and on \(namespace, cluster, backend\)\s*.*`+
+		regexp.QuoteMeta(`(`+metrics.Namespace+`_members{role!="Learner"})`)+`\)\s*>=\s*3\s*$`).MatchString(ft)).
+		To(BeTrue(), "the fault-tolerance alert must require 3 or more voting members:\n%s", ft)
+}
+
+// TestMetricsService checks that the metrics Service of the components reaches the manager's
+// metrics port and that the metrics-reader ClusterRole grants GET /metrics.
+func TestMetricsService(t *testing.T) {
+	g := NewWithT(t)
+	objs := components(g)
+	var svc, reader *unstructured.Unstructured
+	var deploy *unstructured.Unstructured
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Service" && o.GetName() == "etcd-adapter-metrics-service":
+			svc = o
+		case o.GetKind() == "ClusterRole" && o.GetName() == "etcd-adapter-metrics-reader":
+			reader = o
+		case o.GetKind() == "Deployment":
+			deploy = o
+		}
+	}
+	g.Expect(svc).NotTo(BeNil())
+	g.Expect(reader).NotTo(BeNil())
+	g.Expect(deploy).NotTo(BeNil())
+
+	selector, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	podLabels, _, _ := unstructured.NestedStringMap(deploy.Object, "spec", "template", "metadata", "labels")
+	for k, v := range selector {
+		g.Expect(podLabels).To(HaveKeyWithValue(k, v))
+	}
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	g.Expect(ports).To(HaveLen(1))
+	g.Expect(ports[0]).To(HaveKeyWithValue("targetPort", "metrics"))
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	g.Expect(c["args"]).To(ContainElement("--diagnostics-address=:8443"))
+	g.Expect(c["ports"]).To(ContainElement(And(HaveKeyWithValue("name", "metrics"), HaveKeyWithValue("containerPort", BeNumerically("==", 8443)))))
+
+	rules, _, _ := unstructured.NestedSlice(reader.Object, "rules")
+	g.Expect(rules).To(ConsistOf(map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}))
+}
+
+// exportedMetrics is the set of etcd-adapter metric names the manager exports: the scrape-time
+// gauges (from StatusCollector's descriptors) and the histograms and counter it registers in
+// controller-runtime's registry (gathered after one recording each), with the series names
+// Prometheus makes of histograms.
+func exportedMetrics(g Gomega) map[string]bool {
+	out := map[string]bool{}
+	descs := make(chan *prometheus.Desc, 16)
+	(&metrics.StatusCollector{}).Describe(descs)
+	close(descs)
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		m := fqName.FindStringSubmatch(d.String())
+		g.Expect(m).To(HaveLen(2), d.String())
+		out[m[1]] = true
+	}
+	metrics.RecordObservation("k3s", time.Millisecond, nil)
+	metrics.RecordRemoval("k3s", "Removed", time.Second)
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		name := f.GetName()
+		if !strings.HasPrefix(name, metrics.Namespace+"_") {
+			continue
+		}
+		out[name] = true
+		if f.GetType().String() == "HISTOGRAM" {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				out[name+suffix] = true
+			}
+		}
+	}
+	g.Expect(out).To(HaveKey(metrics.Namespace + "_fault_tolerance"))
+	return out
+}
+
+// decodeAll builds the kustomization in dir and decodes its objects.
+func decodeAll(g Gomega, dir string) []*unstructured.Unstructured {
+	y, err := Build(dir, defaultImage)
+	g.Expect(err).NotTo(HaveOccurred())
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(y), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		o := &unstructured.Unstructured{}
+		err := dec.Decode(&o.Object)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		if len(o.Object) > 0 {
+			out = append(out, o)
+		}
+	}
+}
