@@ -162,3 +162,41 @@ func decodeAll(g Gomega, dir string) []*unstructured.Unstructured {
 		}
 	}
 }
+
+// TestServiceMonitor checks that config/prometheus's ServiceMonitor selects the components'
+// metrics Service, and only it, by a port the Service has.
+func TestServiceMonitor(t *testing.T) {
+	g := NewWithT(t)
+	var monitor *unstructured.Unstructured
+	for _, o := range decodeAll(g, filepath.Join("..", "..", "config", "prometheus")) {
+		if o.GetKind() == "ServiceMonitor" {
+			monitor = o
+		}
+	}
+	g.Expect(monitor).NotTo(BeNil())
+	selector, _, _ := unstructured.NestedStringMap(monitor.Object, "spec", "selector", "matchLabels")
+	g.Expect(selector).NotTo(BeEmpty())
+	endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
+	g.Expect(endpoints).To(HaveLen(1))
+	port, _, _ := unstructured.NestedString(endpoints[0].(map[string]any), "port")
+
+	var selected []string
+	for _, o := range components(g) {
+		if o.GetKind() != "Service" || o.GetNamespace() != monitor.GetNamespace() {
+			continue
+		}
+		matches := true
+		for k, v := range selector {
+			if o.GetLabels()[k] != v {
+				matches = false
+			}
+		}
+		if !matches {
+			continue
+		}
+		selected = append(selected, o.GetName())
+		ports, _, _ := unstructured.NestedSlice(o.Object, "spec", "ports")
+		g.Expect(ports).To(ContainElement(HaveKeyWithValue("name", port)), o.GetName())
+	}
+	g.Expect(selected).To(Equal([]string{"etcd-adapter-metrics-service"}))
+}
