@@ -51,12 +51,16 @@ func TestComponents(t *testing.T) {
 	sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName")
 	g.Expect(sa).To(Equal(byKind["ServiceAccount"][0].GetName()))
 	volumes, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "volumes")
-	g.Expect(volumes).To(HaveLen(1))
+	g.Expect(volumes).To(HaveLen(2), "the webhook's and the metrics endpoint's serving certificates")
 	certSecret, _, _ := unstructured.NestedString(volumes[0].(map[string]any), "secret", "secretName")
 
-	cert := byKind["Certificate"][0]
-	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
-	g.Expect(certSecret).To(Equal(secretName))
+	var cert *unstructured.Unstructured
+	for _, c := range byKind["Certificate"] {
+		if name, _, _ := unstructured.NestedString(c.Object, "spec", "secretName"); name == certSecret {
+			cert = c
+		}
+	}
+	g.Expect(cert).NotTo(BeNil(), "the webhook's certificate Secret %s must come from a Certificate", certSecret)
 	issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
 	g.Expect(issuer).To(Equal(byKind["Issuer"][0].GetName()))
 

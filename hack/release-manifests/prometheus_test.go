@@ -200,3 +200,62 @@ func TestServiceMonitor(t *testing.T) {
 	}
 	g.Expect(selected).To(Equal([]string{"etcd-adapter-metrics-service"}))
 }
+
+// TestServiceMonitor_verifiesTheEndpoint checks that Prometheus verifies the metrics endpoint:
+// no insecureSkipVerify; the CA it trusts is the Secret of a cert-manager Certificate whose DNS
+// names include the serverName it expects; and the manager serves that Certificate on the
+// metrics port.
+func TestServiceMonitor_verifiesTheEndpoint(t *testing.T) {
+	g := NewWithT(t)
+	var monitor *unstructured.Unstructured
+	for _, o := range decodeAll(g, filepath.Join("..", "..", "config", "prometheus")) {
+		if o.GetKind() == "ServiceMonitor" {
+			monitor = o
+		}
+	}
+	g.Expect(monitor).NotTo(BeNil())
+	endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
+	g.Expect(endpoints).To(HaveLen(1))
+	tls, _, _ := unstructured.NestedMap(endpoints[0].(map[string]any), "tlsConfig")
+	g.Expect(tls).NotTo(HaveKey("insecureSkipVerify"))
+	caSecret, _, _ := unstructured.NestedString(tls, "ca", "secret", "name")
+	serverName, _, _ := unstructured.NestedString(tls, "serverName")
+	g.Expect(caSecret).NotTo(BeEmpty())
+
+	var dnsNames []string
+	var mounted, certDirArg string
+	for _, o := range components(g) {
+		switch o.GetKind() {
+		case "Certificate":
+			if name, _, _ := unstructured.NestedString(o.Object, "spec", "secretName"); name == caSecret {
+				dnsNames, _, _ = unstructured.NestedStringSlice(o.Object, "spec", "dnsNames")
+			}
+		case "Deployment":
+			volumes, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
+			var volume string
+			for _, v := range volumes {
+				if name, _, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName"); name == caSecret {
+					volume, _, _ = unstructured.NestedString(v.(map[string]any), "name")
+				}
+			}
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				mounts, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+				for _, m := range mounts {
+					if name, _, _ := unstructured.NestedString(m.(map[string]any), "name"); name == volume && volume != "" {
+						mounted, _, _ = unstructured.NestedString(m.(map[string]any), "mountPath")
+					}
+				}
+				args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+				for _, a := range args {
+					if v, ok := strings.CutPrefix(a, "--diagnostics-cert-dir="); ok {
+						certDirArg = v
+					}
+				}
+			}
+		}
+	}
+	g.Expect(dnsNames).To(ContainElement(serverName), "the Certificate behind the trusted CA must name the endpoint Prometheus expects")
+	g.Expect(mounted).NotTo(BeEmpty(), "the manager must mount the Certificate's Secret")
+	g.Expect(certDirArg).To(Equal(mounted), "the manager must serve metrics with the mounted Certificate")
+}
