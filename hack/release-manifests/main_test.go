@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -37,7 +38,7 @@ func TestComponents(t *testing.T) {
 	}
 	for _, kind := range []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
 		"Role", "RoleBinding", "Deployment", "Service", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
-		"Certificate", "Issuer"} {
+		"Certificate", "Issuer", "PodDisruptionBudget"} {
 		g.Expect(byKind).To(HaveKey(kind))
 	}
 	for _, crd := range byKind["CustomResourceDefinition"] {
@@ -50,16 +51,26 @@ func TestComponents(t *testing.T) {
 	sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName")
 	g.Expect(sa).To(Equal(byKind["ServiceAccount"][0].GetName()))
 	volumes, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "volumes")
-	g.Expect(volumes).To(HaveLen(1))
+	g.Expect(volumes).To(HaveLen(2), "the webhook's and the metrics endpoint's serving certificates")
 	certSecret, _, _ := unstructured.NestedString(volumes[0].(map[string]any), "secret", "secretName")
 
-	cert := byKind["Certificate"][0]
-	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
-	g.Expect(certSecret).To(Equal(secretName))
+	var cert *unstructured.Unstructured
+	for _, c := range byKind["Certificate"] {
+		if name, _, _ := unstructured.NestedString(c.Object, "spec", "secretName"); name == certSecret {
+			cert = c
+		}
+	}
+	g.Expect(cert).NotTo(BeNil(), "the webhook's certificate Secret %s must come from a Certificate", certSecret)
 	issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
 	g.Expect(issuer).To(Equal(byKind["Issuer"][0].GetName()))
 
-	svc := byKind["Service"][0]
+	var svc *unstructured.Unstructured
+	for _, o := range byKind["Service"] {
+		if o.GetName() == "etcd-adapter-webhook-service" {
+			svc = o
+		}
+	}
+	g.Expect(svc).NotTo(BeNil())
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	g.Expect(dnsNames).To(ContainElement(svc.GetName() + "." + ns + ".svc"))
 
@@ -125,4 +136,44 @@ func components(g Gomega) []*unstructured.Unstructured {
 			out = append(out, o)
 		}
 	}
+}
+
+// TestHighAvailability checks that the manager runs two replicas, that a PodDisruptionBudget
+// keeps one of its Pods up, and that its memory limit covers the fleet docs/operations.md
+// ("Sizing") says one manager serves.
+func TestHighAvailability(t *testing.T) {
+	g := NewWithT(t)
+	var deploy, pdb *unstructured.Unstructured
+	for _, o := range components(g) {
+		switch o.GetKind() {
+		case "Deployment":
+			deploy = o
+		case "PodDisruptionBudget":
+			pdb = o
+		}
+	}
+	g.Expect(deploy).NotTo(BeNil())
+	g.Expect(pdb).NotTo(BeNil())
+
+	replicas, _, _ := unstructured.NestedFieldNoCopy(deploy.Object, "spec", "replicas")
+	g.Expect(replicas).To(BeNumerically(">=", 2))
+	minAvailable, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "minAvailable")
+	g.Expect(minAvailable).To(BeNumerically("==", 1))
+	g.Expect(pdb.GetNamespace()).To(Equal(deploy.GetNamespace()))
+	pdbSelector, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+	podLabels, _, _ := unstructured.NestedStringMap(deploy.Object, "spec", "template", "metadata", "labels")
+	g.Expect(pdbSelector).NotTo(BeEmpty())
+	for k, v := range pdbSelector {
+		g.Expect(podLabels).To(HaveKeyWithValue(k, v))
+	}
+
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	limit, _, _ := unstructured.NestedString(containers[0].(map[string]any), "resources", "limits", "memory")
+	request, _, _ := unstructured.NestedString(containers[0].(map[string]any), "resources", "requests", "memory")
+	// Note: the sizing docs/operations.md gives for K3s, measured by `make bench-fleet`: a 70 MiB
+	// base and 1.33 MiB per Cluster; the limit must hold 1,000 Clusters, the request 100.
+	const base, perCluster = 70.0, 1.33
+	limitQ, requestQ := resource.MustParse(limit), resource.MustParse(request)
+	g.Expect(limitQ.Value()).To(BeNumerically(">=", int64((base+perCluster*1000)*(1<<20))), "memory limit %s", limit)
+	g.Expect(requestQ.Value()).To(BeNumerically(">=", int64((base+perCluster*100)*(1<<20))), "memory request %s", request)
 }

@@ -70,6 +70,11 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	if err != nil {
 		return nil, fmt.Errorf("invalid diagnostics or TLS flags: %w", err)
 	}
+	if o.DiagnosticsCertDir != "" {
+		// Note: with a certificate from cert-manager (config/default) Prometheus verifies the
+		// endpoint against its CA instead of skipping verification.
+		metricsOptions.CertDir, metricsOptions.CertName, metricsOptions.KeyName = o.DiagnosticsCertDir, "tls.crt", "tls.key"
+	}
 	scheme := Scheme()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},

@@ -62,6 +62,9 @@ type Options struct {
 	WebhookCertDir string
 	WebhookCert    string
 	WebhookKey     string
+	// DiagnosticsCertDir holds the metrics endpoint's serving certificate (tls.crt, tls.key);
+	// empty means a self-signed one that no scraper can verify.
+	DiagnosticsCertDir string
 
 	// Concurrency is the number of ControlPlaneEtcds reconciled at once.
 	Concurrency int
@@ -145,6 +148,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Webhook server port.")
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Webhook server bind host; empty means every interface.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Webhook serving certificate directory.")
+	fs.StringVar(&o.DiagnosticsCertDir, "diagnostics-cert-dir", o.DiagnosticsCertDir,
+		"Directory of the metrics endpoint's serving certificate (tls.crt, tls.key), so a scraper can verify it. Empty: a self-signed certificate.")
 	fs.StringVar(&o.WebhookCert, "webhook-cert-name", o.WebhookCert, "Webhook serving certificate file name in --webhook-cert-dir.")
 	fs.StringVar(&o.WebhookKey, "webhook-key-name", o.WebhookKey, "Webhook serving key file name in --webhook-cert-dir.")
 	fs.IntVar(&o.Concurrency, "controlplaneetcd-concurrency", o.Concurrency,

@@ -28,10 +28,16 @@ const Path = "/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook"
 // with no drain first. The price is that while etcd-adapter's webhook is down no control-plane
 // Machine can be created (in either mode; Cluster API's own Machine webhooks fail the same way
 // when its manager is down). The objectSelector keeps every other Machine (workers) away from
-// the webhook, so they never depend on it. sideEffects=None: the webhook only mutates the
-// request's object.
+// the webhook, so they never depend on it. The matchCondition keeps Machines bootstrapped by a
+// KubeadmConfig (KubeadmControlPlane's) away from it too: their Clusters get a ControlPlaneEtcd in
+// Observe mode, where the webhook adds nothing, so an etcd-adapter outage must not block KCP
+// scale-up, rollout or remediation. The price: a kubeadm Cluster switched to Manage gets the hook
+// on a new Machine from the ControlPlaneEtcd controller's next pass (ensureHooks), not at creation.
+// The has() guards keep the expression from erroring (an error would apply failurePolicy) on a
+// Machine with no configRef (spec.bootstrap.dataSecretName only): such a Machine reaches the
+// webhook. sideEffects=None: the webhook only mutates the request's object.
 //
-// +kubebuilder:webhook:path=/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook,mutating=true,failurePolicy=fail,sideEffects=None,groups=cluster.x-k8s.io,resources=machines,verbs=create,versions=v1beta2,name=etcd-hook.etcdadapter.cluster.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"cluster.x-k8s.io/control-plane","operator":"Exists"}]}}`
+// +kubebuilder:webhook:path=/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook,mutating=true,failurePolicy=fail,sideEffects=None,groups=cluster.x-k8s.io,resources=machines,verbs=create,versions=v1beta2,name=etcd-hook.etcdadapter.cluster.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"cluster.x-k8s.io/control-plane","operator":"Exists"}]},"matchConditions":[{"name":"not-kubeadm-bootstrapped","expression":"!(has(object.spec.bootstrap) && has(object.spec.bootstrap.configRef) && has(object.spec.bootstrap.configRef.kind) && object.spec.bootstrap.configRef.kind == 'KubeadmConfig')"}]}`
 
 // Webhook puts the pre-terminate hook on new control-plane Machines of managed Clusters.
 type Webhook struct {
