@@ -38,11 +38,14 @@ func CanRemoveNode(s *Snapshot, now time.Time, nodeName string) QuorumVerdict {
 }
 
 // CanRemoveMachines decides whether the etcd members of every Machine in going may be removed,
-// Machine after Machine in the order given (the order the removals will happen in: a controller
-// that removes one Machine's members at a time takes its deleting Machines oldest first), each
-// Machine's members in RemovalOrder. The quorum guard asks it about the deletions already under
-// way plus the one it is asked to admit, so that deletions that are each safe alone but not
-// together cannot all pass. A Machine without a Node hosts no member.
+// one after the other in RemovalOrder over all of them: learners, then members that are not
+// healthy, then healthy ones. That is the order the removals can happen in: the ControlPlaneEtcd
+// controller takes its deleting Machines oldest first, but one whose removal is not safe yet does
+// not hold up a later one whose removal is (the repair path: a broken member's Machine deleted to
+// replace it goes first, which makes room for the healthy one deleted before it), and every
+// removal is checked again right before it is made. The quorum guard asks it about the deletions
+// already under way plus the one it is asked to admit, so that deletions that are each safe alone
+// but not together cannot all pass. A Machine without a Node hosts no member.
 func CanRemoveMachines(s *Snapshot, now time.Time, going []Machine) QuorumVerdict {
 	if s == nil {
 		return CanRemoveMember(nil, now, Member{})
@@ -53,9 +56,9 @@ func CanRemoveMachines(s *Snapshot, now time.Time, going []Machine) QuorumVerdic
 		if m.Provisioning() {
 			continue
 		}
-		targets = append(targets, RemovalOrder(members, s.MembersOnNode(m.NodeName))...)
+		targets = append(targets, s.MembersOnNode(m.NodeName)...)
 	}
-	return ProjectRemovals(members, targets)
+	return ProjectRemovals(members, RemovalOrder(members, targets))
 }
 
 // ProjectRemovals decides whether the targets may be removed one after the other, in the order

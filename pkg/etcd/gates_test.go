@@ -106,6 +106,9 @@ func TestCanRemoveMachines(t *testing.T) {
 		{name: "A healthy Machine going after another while a member is down is refused",
 			snapshot: with(cluster(4), evidence(4, unreachable("connection refused"))),
 			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason},
+		{name: "A broken member's Machine deleted after a healthy one goes first, which keeps quorum for both (the repair path)",
+			snapshot: with(cluster(3), evidence(3, unreachable("connection refused"))),
+			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-2", NodeName: "cp-2"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
 		{name: "No snapshot is never safe", going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: v1alpha1.MemberRemovalHealthUnknownReason},
 	}
 	for _, tt := range tests {
