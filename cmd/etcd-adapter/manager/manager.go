@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	}
 	scheme := Scheme()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation)},
+		Controller:                    controllerConfig(o),
 		Scheme:                        scheme,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
@@ -117,6 +117,20 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// controllerConfig is the configuration every controller of the manager gets.
+//
+// Note: the controllers use client-go's rate-limited work queue, not controller-runtime's
+// priority queue (its default since v0.22). In controller-runtime v0.24.1 the priority queue can
+// deadlock on shutdown (kubernetes-sigs/controller-runtime#3538, fixed by #3540 after that
+// release): an item that turns ready while a worker waits is handed over on an unbuffered channel
+// under the queue's lock, the worker leaves on shutdown instead, and the next worker blocks on
+// the lock for ever. The manager then never stops within its grace period, so a rolling update
+// or a lost lease leaves a Pod that must be killed. Reconcile errors, which retry after a few
+// milliseconds, make it likely.
+func controllerConfig(o *Options) config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(o.SkipNameValidation), UsePriorityQueue: ptr.To(false)}
 }
 
 // FieldManager is the name the manager's writes are recorded under in managedFields (the user

@@ -41,6 +41,10 @@ var managers atomic.Int64
 // ManagerOptions returns manager options like Cluster API's core manager uses (cache and client
 // options from core/setup), with metrics, health probes, webhooks and leader election off.
 //
+// Note: the controllers use client-go's rate-limited queue instead of controller-runtime's
+// priority queue, which in v0.24.1 can hang a manager's stop (kubernetes-sigs/controller-runtime
+// #3538), as etcd-adapter's own manager does; a test stops and restarts managers many times.
+//
 // Note: controller-name validation is skipped, and each call names its informers uniquely
 // (client-go refuses a second informer name in one process), so that several management clusters
 // can run in one test binary, one after the other or at the same time.
@@ -52,7 +56,7 @@ func ManagerOptions(scheme *runtime.Scheme) ctrl.Options {
 		Client:                 setup.ManagerClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 	}
 }
 

@@ -49,7 +49,7 @@ func KubeadmManagerOptions(scheme *runtime.Scheme) ctrl.Options {
 		Client:                 kcpsetup.ManagerClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 	}
 }
 

@@ -74,7 +74,7 @@ func (s *Simulator) StartMemberController(ctx context.Context) error {
 		Logger:                 s.log,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Node{}: {Label: labels.SelectorFromSet(s.opts.ClusterLabels)},
 		}},
