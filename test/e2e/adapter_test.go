@@ -123,6 +123,7 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOption
 		return nil, err
 	}
 	go func() { a.done <- mgr.Start(ctx) }()
+	track(a)
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return nil, errors.Join(errors.New("failed to sync the etcd-adapter manager's cache"), a.Stop())
 	}
@@ -137,6 +138,43 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOption
 		return nil, errors.Join(fmt.Errorf("the quorum guard webhook server did not start: %w", err), a.Stop())
 	}
 	return a, nil
+}
+
+// started holds every etcd-adapter manager a spec started besides the suite's own (adapter),
+// so that one a failed spec left running is stopped before the next spec.
+var (
+	startedMu sync.Mutex
+	started   []*adapterManager
+)
+
+func track(a *adapterManager) {
+	startedMu.Lock()
+	defer startedMu.Unlock()
+	started = append(started, a)
+}
+
+// restoreAdapter leaves exactly one etcd-adapter running, the suite's own: a spec that stops it
+// to crash or replace it and fails before starting it again would otherwise leave every later
+// spec without one (the Machine hook webhook fails closed, so no Machine could be created), or
+// with a second manager holding the webhook port.
+func restoreAdapter() error {
+	startedMu.Lock()
+	others := started
+	started = nil
+	startedMu.Unlock()
+	var errs []error
+	for _, a := range others {
+		if a != adapter && a.Running() {
+			errs = append(errs, a.Stop())
+		}
+	}
+	if adapter != nil && adapter.Running() {
+		track(adapter)
+		return errors.Join(errs...)
+	}
+	var err error
+	adapter, err = startAdapter(context.Background(), mgmt, nil)
+	return errors.Join(append(errs, err)...)
 }
 
 // Running reports whether the manager was not stopped.

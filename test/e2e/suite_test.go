@@ -46,6 +46,14 @@ var _ = BeforeSuite(func() {
 	GinkgoWriter.Printf("Management cluster and etcd-adapter started in %s\n", time.Since(suiteStart).Round(time.Millisecond))
 })
 
+// Note: registered before every other node of a spec, this cleanup runs after all of them,
+// including the specs' own DeferCleanup calls.
+var _ = BeforeEach(func() {
+	DeferCleanup(func() {
+		Expect(restoreAdapter()).To(Succeed(), "etcd-adapter must be running again for the next spec")
+	})
+})
+
 var _ = AfterSuite(func() {
 	defer func() {
 		if mgmt != nil {

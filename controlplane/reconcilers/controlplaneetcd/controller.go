@@ -88,7 +88,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		WithOptions(options).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlaneEtcd)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineToControlPlaneEtcd)).
-		WatchesRawSource(r.ClusterCache.GetClusterSource(controllerName, r.clusterToControlPlaneEtcd)).
+		WatchesRawSource(readToTheEnd{Source: r.ClusterCache.GetClusterSource(controllerName, r.clusterToControlPlaneEtcd)}).
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the ControlPlaneEtcd controller: %w", err)
