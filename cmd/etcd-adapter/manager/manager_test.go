@@ -126,7 +126,7 @@ func TestRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Run(runCtx, cfg, o) }()
 
-	g.Eventually(func() (int, error) { return statusOf("http://" + health + "/readyz") }).Should(Equal(http.StatusOK))
+	g.Eventually(func() (int, error) { return statusOf("http://" + health + "/readyz") }).WithTimeout(time.Minute).Should(Equal(http.StatusOK))
 	g.Expect(statusOf("http://" + health + "/healthz")).To(Equal(http.StatusOK))
 
 	cluster := createCluster(ctx, g, ns, "k3s-a", nil)
@@ -134,7 +134,7 @@ func TestRun(t *testing.T) {
 	g.Expect(cpe.Spec.Backend).To(Equal(v1alpha1.BackendK3s))
 	g.Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeManage))
 
-	g.Eventually(func() (string, error) { return body("http://" + diagnostics + "/metrics") }).Should(And(
+	g.Eventually(func() (string, error) { return body("http://" + diagnostics + "/metrics") }).WithTimeout(time.Minute).Should(And(
 		ContainSubstring(`etcdadapter_status_collect_errors 0`),
 		MatchRegexp(`etcdadapter_available\{backend="k3s",cluster="k3s-a",namespace="%s",reason="[A-Za-z]+"\} -1`, ns),
 		ContainSubstring(`controller_runtime_reconcile_total{controller="controlplaneetcd"`),

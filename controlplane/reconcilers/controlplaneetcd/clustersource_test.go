@@ -37,7 +37,7 @@ func Test_readToTheEnd(t *testing.T) {
 		}
 	}
 	g.Expect(sent()).To(BeTrue())
-	g.Eventually(queue.Len).Should(Equal(1))
+	g.Eventually(queue.Len).WithTimeout(10 * time.Second).Should(Equal(1))
 
 	cancel()
 	queue.ShutDown()
