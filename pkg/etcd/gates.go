@@ -45,18 +45,20 @@ func CanRemoveNode(s *Snapshot, now time.Time, nodeName string) QuorumVerdict {
 // replace it goes first, which makes room for the healthy one deleted before it), and every
 // removal is checked again right before it is made. The quorum guard asks it about the deletions
 // already under way plus the one it is asked to admit, so that deletions that are each safe alone
-// but not together cannot all pass. A Machine without a Node hosts no member.
-func CanRemoveMachines(s *Snapshot, now time.Time, going []Machine) QuorumVerdict {
+// but not together cannot all pass.
+//
+// A Machine's members are the ones MembersOfMachine finds among all the Cluster's control-plane
+// Machines (all): by Node, by name, and by peer URL on one of its addresses when no other Machine
+// names the member. So a Machine whose Node is missing, or was never registered while its member
+// joined, counts with its member, as the ControlPlaneEtcd controller will remove it.
+func CanRemoveMachines(s *Snapshot, now time.Time, going, all []Machine) QuorumVerdict {
 	if s == nil {
 		return CanRemoveMember(nil, now, Member{})
 	}
 	members := AssessMembers(s, now)
 	var targets []Member
 	for _, m := range going {
-		if m.Provisioning() {
-			continue
-		}
-		targets = append(targets, s.MembersOnNode(m.NodeName)...)
+		targets = append(targets, MembersOfMachine(s.Members, all, m)...)
 	}
 	return ProjectRemovals(members, RemovalOrder(members, targets))
 }

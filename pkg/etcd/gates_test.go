@@ -94,15 +94,30 @@ func TestCanRemoveMachines(t *testing.T) {
 		name     string
 		snapshot *Snapshot
 		going    []Machine
-		allowed  bool
-		reason   string
+		// all are the Cluster's other control-plane Machines, besides going.
+		all     []Machine
+		allowed bool
+		reason  string
 	}{
 		{name: "Two of three healthy Machines going keeps quorum", snapshot: cluster(3),
 			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
 		{name: "All three Machines going would remove the last member", snapshot: cluster(3),
 			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}, {Name: "m-cp-2", NodeName: "cp-2"}}, reason: v1alpha1.MemberRemovalLastMemberReason},
-		{name: "A Machine without a Node hosts no member and does not count", snapshot: cluster(3),
+		{name: "A Machine without a Node and without a member does not count", snapshot: cluster(3),
 			going: []Machine{{Name: "m-new"}, {Name: "m-cp-0", NodeName: "cp-0"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+		{name: "A Machine whose Node is missing counts with the member its name ties to it",
+			snapshot: with(cluster(2), addMember(Member{ID: 7, Name: "m-gone", PeerURLs: []string{"https://10.0.0.7:2380"}})),
+			going:    []Machine{{Name: "m-gone"}, {Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}},
+			reason:   v1alpha1.MemberRemovalLastMemberReason},
+		{name: "A Machine without a Node counts with the member whose peer URL is on its address",
+			snapshot: with(cluster(2), addMember(Member{ID: 7, PeerURLs: []string{"https://10.0.0.7:2380"}})),
+			going:    []Machine{{Name: "m-new", Addresses: []string{"10.0.0.7"}}, {Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}},
+			reason:   v1alpha1.MemberRemovalLastMemberReason},
+		{name: "A peer URL on a Machine's address does not tie a member another Machine names",
+			snapshot: cluster(3),
+			all:      []Machine{{Name: "m-cp-2", NodeName: "cp-2"}},
+			going:    []Machine{{Name: "m-reused", Addresses: []string{"10.0.0.3"}}, {Name: "m-cp-0", NodeName: "cp-0"}},
+			allowed:  true, reason: v1alpha1.MemberRemovalSafeReason},
 		{name: "A healthy Machine going after another while a member is down is refused",
 			snapshot: with(cluster(4), evidence(4, unreachable("connection refused"))),
 			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason},
@@ -114,7 +129,7 @@ func TestCanRemoveMachines(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := CanRemoveMachines(tt.snapshot, testNow, tt.going)
+			got := CanRemoveMachines(tt.snapshot, testNow, tt.going, append(tt.all, tt.going...))
 			g.Expect(got.Allowed).To(Equal(tt.allowed), got.Message)
 			g.Expect(got.Reason).To(Equal(tt.reason), got.Message)
 		})

@@ -290,7 +290,11 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	for _, u := range underWay {
 		going = append(going, etcd.MachineFacts(u))
 	}
-	verdict := etcd.CanRemoveMachines(snap, now, append(going, etcd.MachineFacts(m)))
+	facts := make([]etcd.Machine, 0, len(all))
+	for i := range all {
+		facts = append(facts, etcd.MachineFacts(&all[i]))
+	}
+	verdict := etcd.CanRemoveMachines(snap, now, append(going, etcd.MachineFacts(m)), facts)
 	switch {
 	case verdict.Allowed:
 		return allowed(verdict.Message)
