@@ -15,8 +15,8 @@ import (
 
 // ManagerOptions are the manager's options for mgmt: its webhooks served where the management
 // apiserver was told to call them, health and diagnostics on free ports, a 5 s etcd call timeout
-// (with a 4 s dial timeout, which must be shorter), and controller names that may repeat, because Cluster API's own controllers run in the same
-// process.
+// (with a 4 s dial timeout, which must be shorter), and controller names that may repeat, because
+// Cluster API's own controllers run in the same process.
 func ManagerOptions(mgmt *env.Management) *manager.Options {
 	wh := mgmt.WebhookInstallOptions()
 	o := manager.NewOptions()
