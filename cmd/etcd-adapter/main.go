@@ -5,15 +5,13 @@
 package main
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/pflag"
-	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -23,18 +21,15 @@ import (
 func main() {
 	opts := manager.NewOptions()
 	logOptions := logs.NewOptions()
-	fs := pflag.CommandLine
-	logsv1.AddFlags(logOptions, fs)
-	opts.AddFlags(fs)
-	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
-	// controller-runtime's --kubeconfig, read by ctrl.GetConfig.
-	fs.AddGoFlagSet(flag.CommandLine)
-	// Log level 2 by default, as Cluster API's managers.
-	if err := fs.Set("v", "2"); err != nil {
-		fmt.Fprintf(os.Stderr, "Failed to set the default log level: %v\n", err)
-		os.Exit(1)
+	fs := manager.NewFlagSet(opts, logOptions)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		// pflag printed the usage for -h.
+		if errors.Is(err, pflag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "Invalid flags: %v (see --help)\n", err)
+		os.Exit(2)
 	}
-	pflag.Parse()
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "Invalid flags: %v\n", err)
 		os.Exit(2)

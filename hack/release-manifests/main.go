@@ -1,6 +1,8 @@
 // Command release-manifests builds the components YAML clusterctl installs for the etcd-adapter
 // addon provider: `kustomize build config/default` through the kustomize library (so nothing but
-// the Go module proxy is needed), with the manager image set, next to metadata.yaml.
+// the Go module proxy is needed), with the manager image set, next to metadata.yaml. The
+// components hold clusterctl variables (${ETCD_ADAPTER_...:=default}, docs/operations.md
+// "Settings kept across clusterctl upgrade"), which clusterctl fills in when it installs them.
 //
 //	go run ./hack/release-manifests -out out -image ghcr.io/etcd-adapter/etcd-adapter:v0.1.0
 package main

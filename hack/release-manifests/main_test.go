@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"path/filepath"
 	"testing"
 
@@ -13,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -119,23 +115,10 @@ func TestComponentsApply(t *testing.T) {
 	}
 }
 
+// components returns the objects of the components YAML as `clusterctl init` installs them with
+// no variable set: every clusterctl variable at its default.
 func components(g Gomega) []*unstructured.Unstructured {
-	y, err := Build(filepath.Join("..", "..", "config", "default"), "example.com/etcd-adapter:v0.0.0-test")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(y)).To(ContainSubstring("image: example.com/etcd-adapter:v0.0.0-test"))
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(y), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		o := &unstructured.Unstructured{}
-		err := dec.Decode(&o.Object)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		g.Expect(err).NotTo(HaveOccurred())
-		if len(o.Object) > 0 {
-			out = append(out, o)
-		}
-	}
+	return render(g, nil)
 }
 
 // TestHighAvailability checks that the manager runs two replicas, that a PodDisruptionBudget

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/version"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
@@ -72,7 +73,14 @@ func TestQuickStartLocalRepository(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(components.ManifestLabel()).To(Equal("addon-etcd-adapter"))
 	g.Expect(components.Images()).To(ConsistOf(img))
-	g.Expect(components.Variables()).To(BeEmpty())
+	g.Expect(components.Variables()).To(ConsistOf(sortedKeys(variableDefaults(g))))
+	// clusterctl rendered every variable with its default: the Deployment runs the manager as
+	// the components do with no variable set.
+	var objs []*unstructured.Unstructured
+	for i := range components.Objs() {
+		objs = append(objs, &components.Objs()[i])
+	}
+	g.Expect(deployment(g, objs)).To(Equal(deployment(g, render(g, nil))))
 }
 
 // shellBlockWith returns the body of the first ```sh block of markdown that contains s.

@@ -56,29 +56,48 @@ func TestMain(m *testing.M) {
 
 func TestOptions_Validate(t *testing.T) {
 	tests := []struct {
-		name      string
-		change    func(*Options)
-		expectErr bool
+		name   string
+		change func(*Options)
+		// expectErr is the error Validate returns, empty when the options are valid.
+		expectErr string
 	}{
 		{name: "defaults are valid", change: func(*Options) {}},
-		{name: "zero concurrency", change: func(o *Options) { o.Concurrency = 0 }, expectErr: true},
-		{name: "zero ClusterCache concurrency", change: func(o *Options) { o.ClusterCacheConcurrency = 0 }, expectErr: true},
-		{name: "negative etcd call timeout", change: func(o *Options) { o.EtcdCallTimeout = -time.Second }, expectErr: true},
-		{name: "zero etcd dial timeout", change: func(o *Options) { o.EtcdDialTimeout = 0 }, expectErr: true},
-		{name: "negative etcd dial timeout", change: func(o *Options) { o.EtcdDialTimeout = -time.Second }, expectErr: true},
-		{name: "zero observation interval", change: func(o *Options) { o.ObservationInterval = 0 }, expectErr: true},
-		{name: "negative observation interval", change: func(o *Options) { o.ObservationInterval = -time.Minute }, expectErr: true},
+		{name: "zero concurrency", change: func(o *Options) { o.Concurrency = 0 },
+			expectErr: "--controlplaneetcd-concurrency must be at least 1, got 0"},
+		{name: "zero ClusterCache concurrency", change: func(o *Options) { o.ClusterCacheConcurrency = 0 },
+			expectErr: "--clustercache-concurrency must be at least 1, got 0"},
+		{name: "zero etcd call timeout", change: func(o *Options) { o.EtcdCallTimeout = 0 },
+			expectErr: "--etcd-call-timeout must be positive, got 0s"},
+		{name: "negative etcd call timeout", change: func(o *Options) { o.EtcdCallTimeout = -time.Second },
+			expectErr: "--etcd-call-timeout must be positive, got -1s"},
+		{name: "zero etcd dial timeout", change: func(o *Options) { o.EtcdDialTimeout = 0 },
+			expectErr: "--etcd-dial-timeout must be positive, got 0s"},
+		{name: "negative etcd dial timeout", change: func(o *Options) { o.EtcdDialTimeout = -time.Second },
+			expectErr: "--etcd-dial-timeout must be positive, got -1s"},
+		{name: "a dial timeout as long as the call timeout has no effect and is refused", change: func(o *Options) {
+			o.EtcdDialTimeout, o.EtcdCallTimeout = 10*time.Second, 10*time.Second
+		}, expectErr: "--etcd-dial-timeout (10s) must be shorter than --etcd-call-timeout (10s): a dial runs within the call's deadline, so a longer one has no effect"},
+		{name: "a dial timeout longer than the call timeout has no effect and is refused", change: func(o *Options) {
+			o.EtcdDialTimeout, o.EtcdCallTimeout = 30*time.Second, 5*time.Second
+		}, expectErr: "--etcd-dial-timeout (30s) must be shorter than --etcd-call-timeout (5s): a dial runs within the call's deadline, so a longer one has no effect"},
+		{name: "a dial timeout shorter than the call timeout is accepted", change: func(o *Options) {
+			o.EtcdDialTimeout, o.EtcdCallTimeout = 4*time.Second, 5*time.Second
+		}},
+		{name: "zero observation interval", change: func(o *Options) { o.ObservationInterval = 0 },
+			expectErr: "--observation-interval must be positive, got 0s"},
+		{name: "negative observation interval", change: func(o *Options) { o.ObservationInterval = -time.Minute },
+			expectErr: "--observation-interval must be positive, got -1m0s"},
 		{name: "renew deadline not shorter than the lease", change: func(o *Options) {
 			o.LeaderElection, o.LeaderElectionRenewDeadline = true, o.LeaderElectionLeaseDuration
-		}, expectErr: true},
+		}, expectErr: "--leader-elect-renew-deadline (15s) must be shorter than --leader-elect-lease-duration (15s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			o := NewOptions()
 			tt.change(o)
-			if tt.expectErr {
-				g.Expect(o.Validate()).To(HaveOccurred())
+			if tt.expectErr != "" {
+				g.Expect(o.Validate()).To(MatchError(tt.expectErr))
 				return
 			}
 			g.Expect(o.Validate()).To(Succeed())

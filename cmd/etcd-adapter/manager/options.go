@@ -28,6 +28,13 @@ const (
 	DefaultLeaderElectionID = "etcd-adapter-leader-election"
 	// DefaultClusterCacheConcurrency is how many workload cluster connections are set up at once.
 	DefaultClusterCacheConcurrency = 100
+	// DefaultEtcdCallTimeout bounds one observation of a workload cluster's etcd. It is
+	// KubeadmControlPlane's default (--etcd-call-timeout-duration, 15 s, cluster-api
+	// controlplane/kubeadm/pkg/etcd/etcd.go DefaultCallTimeout), and longer than
+	// kubeadm.DefaultDialTimeout (KubeadmControlPlane's --etcd-dial-timeout-duration, 10 s),
+	// because the dial runs inside the observation's deadline: a dial timeout as long as the call
+	// timeout would leave nothing for the calls themselves.
+	DefaultEtcdCallTimeout = 15 * time.Second
 )
 
 // Options are the manager's settings; AddFlags binds them to command-line flags.
@@ -79,10 +86,10 @@ type Options struct {
 	// SyncPeriod is the manager's resync period.
 	SyncPeriod time.Duration
 
-	// EtcdCallTimeout bounds one observation of a workload cluster's etcd; zero means the
-	// controller's default.
+	// EtcdCallTimeout bounds one observation of a workload cluster's etcd, dials included.
 	EtcdCallTimeout time.Duration
-	// EtcdDialTimeout bounds one port-forward plus TLS handshake to a kubeadm etcd member.
+	// EtcdDialTimeout bounds one port-forward plus TLS handshake to a kubeadm etcd member; it
+	// must be shorter than EtcdCallTimeout, whose deadline the dial runs under.
 	EtcdDialTimeout time.Duration
 	// ObservationInterval is how often etcd is observed when nothing else happens, for every
 	// ControlPlaneEtcd without spec.observationInterval (the spec wins).
@@ -114,6 +121,7 @@ func NewOptions() *Options {
 		KubeAPIQPS:                  20,
 		KubeAPIBurst:                30,
 		SyncPeriod:                  DefaultSyncPeriod,
+		EtcdCallTimeout:             DefaultEtcdCallTimeout,
 		EtcdDialTimeout:             kubeadm.DefaultDialTimeout,
 		ObservationInterval:         v1alpha1.DefaultObservationInterval,
 	}
@@ -167,9 +175,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod,
 		"The minimum interval at which watched objects are reconciled again.")
 	fs.DurationVar(&o.EtcdCallTimeout, "etcd-call-timeout", o.EtcdCallTimeout,
-		"Bound on one observation of a workload cluster's etcd (0: the controller's default, 10s).")
+		"Bound on one observation of a workload cluster's etcd, dials to kubeadm etcd members included. Must be longer than --etcd-dial-timeout.")
 	fs.DurationVar(&o.EtcdDialTimeout, "etcd-dial-timeout", o.EtcdDialTimeout,
-		"Bound on opening one port-forward and TLS handshake to a kubeadm etcd member (through the workload apiserver).")
+		"Bound on opening one port-forward and TLS handshake to a kubeadm etcd member (through the workload apiserver). Must be shorter than --etcd-call-timeout.")
 	fs.DurationVar(&o.ObservationInterval, "observation-interval", o.ObservationInterval,
 		"How often each Cluster's etcd is observed when no event arrives, for ControlPlaneEtcds without spec.observationInterval (which wins).")
 }
@@ -183,11 +191,19 @@ func (o *Options) Validate() error {
 	if o.ClusterCacheConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--clustercache-concurrency must be at least 1, got %d", o.ClusterCacheConcurrency))
 	}
-	if o.EtcdCallTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--etcd-call-timeout must not be negative, got %s", o.EtcdCallTimeout))
+	if o.EtcdCallTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--etcd-call-timeout must be positive, got %s", o.EtcdCallTimeout))
 	}
 	if o.EtcdDialTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--etcd-dial-timeout must be positive, got %s", o.EtcdDialTimeout))
+	}
+	// Note: every dial runs under the deadline of the observation it serves
+	// (pkg/kubeadm derives the dial's context from the call's), so a dial timeout that is not
+	// shorter than the call timeout never fires: the call's deadline ends the dial first, and
+	// leaves no time for the etcd calls after it.
+	if o.EtcdCallTimeout > 0 && o.EtcdDialTimeout >= o.EtcdCallTimeout {
+		errs = append(errs, fmt.Errorf("--etcd-dial-timeout (%s) must be shorter than --etcd-call-timeout (%s): a dial runs within the call's deadline, so a longer one has no effect",
+			o.EtcdDialTimeout, o.EtcdCallTimeout))
 	}
 	if o.ObservationInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--observation-interval must be positive, got %s", o.ObservationInterval))

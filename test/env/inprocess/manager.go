@@ -14,9 +14,9 @@ import (
 )
 
 // ManagerOptions are the manager's options for mgmt: its webhooks served where the management
-// apiserver was told to call them, health and diagnostics on free ports, a 5 s etcd call timeout,
-// and controller names that may repeat, because Cluster API's own controllers run in the same
-// process.
+// apiserver was told to call them, health and diagnostics on free ports, a 5 s etcd call timeout
+// (with a 4 s dial timeout, which must be shorter), and controller names that may repeat, because
+// Cluster API's own controllers run in the same process.
 func ManagerOptions(mgmt *env.Management) *manager.Options {
 	wh := mgmt.WebhookInstallOptions()
 	o := manager.NewOptions()
@@ -24,6 +24,7 @@ func ManagerOptions(mgmt *env.Management) *manager.Options {
 	o.Diagnostics.DiagnosticsAddress = "0"
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
 	o.EtcdCallTimeout = 5 * time.Second
+	o.EtcdDialTimeout = 4 * time.Second
 	o.SkipNameValidation = true
 	return o
 }
