@@ -195,6 +195,14 @@ const (
 	// other value (such as "false") releases nothing. It is AnnotationTrue.
 	ReleaseHookValue = AnnotationTrue
 
+	// RetryRemovalAnnotation on a deleting control-plane Machine, with the value AnnotationTrue
+	// ("true"), asks for its stopped member removal (status.removal Rejected or TimedOut) to run
+	// again from the start, once a person fixed the cause: the stopped record is cleared (and a
+	// K3s removal request left on the Node withdrawn), then the annotation is taken off and the
+	// removal flow runs on a fresh observation. On a Machine whose removal is not stopped it does
+	// nothing and is taken off with an Event saying why. Any other value is left alone.
+	RetryRemovalAnnotation = "etcd-adapter.cluster.x-k8s.io/retry-removal"
+
 	// SkipQuorumGuardAnnotation on a Machine, with the value AnnotationTrue ("true"), lets its
 	// deletion through the quorum guard unchecked; it is also how a person says the last etcd
 	// member's Machine of a Cluster that is not being deleted may go. Any other value, including
@@ -230,6 +238,13 @@ const (
 	EventMemberRemovalRejected = "MemberRemovalRejected"
 	// EventMemberRemovalTimedOut: the removal waited longer than the limit.
 	EventMemberRemovalTimedOut = "MemberRemovalTimedOut"
+	// EventMemberRemovalRetried: a person asked to retry a stopped removal
+	// (RetryRemovalAnnotation); its record was cleared, and once the annotation is off the
+	// removal flow runs again from the start.
+	EventMemberRemovalRetried = "MemberRemovalRetried"
+	// EventRetryRemovalTakenOff: RetryRemovalAnnotation was taken off a Machine with no stopped
+	// removal (none, one under way or ended, or one a retry just cleared); the message says which.
+	EventRetryRemovalTakenOff = "RetryRemovalTakenOff"
 	// EventHookReleased: the hook was released without a member removal; the message says why.
 	EventHookReleased = "HookReleased"
 	// EventLeaderMoved: leadership moved off the leaving member.

@@ -72,7 +72,7 @@ func followRemoval(e etcdNode, m etcd.Member, v clusterView, now time.Time) remo
 		return inProgress(m, waitingMessage(e, m.Name, v, now))
 	}
 	return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: m, Reason: fmt.Sprintf(
-		"K3s refused: it would leave too few started members (K3s deleted %s without writing %s; the detail is only in K3s's log). The removal of etcd member %s is not requested again; delete annotation %s to allow a new request",
+		"K3s refused: it would leave too few started members (K3s deleted %s without writing %s; the detail is only in K3s's log). The removal of etcd member %s is not requested again until the request is withdrawn (annotation %s deleted, as a retry does)",
 		k.Remove, k.RemovedNodeName, m.Name, v1alpha1.K3sRemovingMemberAnnotation)}}
 }
 

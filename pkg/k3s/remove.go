@@ -42,9 +42,11 @@ func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("Node", klog.KRef("", m.NodeName), "memberName", m.Name)
 	step, cached, err := b.currentStep(ctx, b.cfg.Reader, m)
-	if err == nil && cached == nil {
+	if err == nil && (cached == nil || step.result.State == etcd.RemovalRejected) {
 		// A cache may not have seen a new Node yet: absence is confirmed live before it
-		// counts as removed.
+		// counts as removed, and a rejection too, since a cache that has not seen a
+		// withdrawal (WithdrawRemoval, on a retry) still shows the stopped attempt's
+		// annotations and would reject the new one.
 		step, _, err = b.currentStep(ctx, b.cfg.Client, m)
 	}
 	if err != nil || (!step.request && !step.confirm) {

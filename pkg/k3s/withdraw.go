@@ -21,37 +21,63 @@ var _ etcd.RemovalWithdrawer = &Backend{}
 // cluster") and removes the member whenever the cluster recovers, even after the caller gave
 // up; deleting remove is the only way to withdraw it (K3s pkg/etcd/member_controller.go).
 //
-// It is a no-op when the Node is gone, carries no request of this backend for m, or K3s
-// already claimed the removal (it cannot be undone).
+// It also deletes a removed-node-name claim for m that m's server disproved by writing node-name
+// back (K3s matched no member at the Node's node-address and claimed the removal anyway), and
+// remove with it. While removed-node-name equals node-name K3s's member controller does nothing
+// for the Node, so a new request would never be carried out, and K3s's finalizer would let the
+// Node go without removing its member; remove goes too, or K3s would act on it the moment the
+// claim is gone, outside any quorum check.
+//
+// It is a no-op when the Node is gone, carries no request of this backend for m and no
+// disproved claim, or K3s claimed the removal and m's server did not write node-name back (it
+// may have happened, and cannot be undone).
 func (b *Backend) WithdrawRemoval(ctx context.Context, m etcd.Member) error {
-	if m.NodeName == "" {
+	if m.NodeName == "" || m.Name == "" {
 		return nil
 	}
 	for range maxConflicts {
 		node, err := b.getNode(ctx, b.cfg.Client, m.NodeName)
-		if err != nil || !withdrawable(node, m) {
+		if err != nil {
 			return err
 		}
-		keys := readNode(node).keys
-		err = b.patchAnnotations(ctx, node, map[string]any{
-			keys.Remove: nil, v1alpha1.K3sRemovingMemberAnnotation: nil, v1alpha1.K3sRemovalRequestedAtAnnotation: nil,
-		})
+		annotations := withdrawal(node, m)
+		if annotations == nil {
+			return nil
+		}
+		err = b.patchAnnotations(ctx, node, annotations)
 		if apierrors.IsConflict(err) {
 			continue
 		}
 		if err == nil {
-			ctrl.LoggerFrom(ctx).Info("Withdrew etcd member removal request", "Node", klog.KObj(node), "memberName", m.Name)
+			_, disproved := annotations[readNode(node).keys.RemovedNodeName]
+			ctrl.LoggerFrom(ctx).Info("Withdrew etcd member removal request", "Node", klog.KObj(node), "memberName", m.Name, "disprovedClaim", disproved)
 		}
 		return err
 	}
 	return fmt.Errorf("%w: Node %s kept changing while the removal of etcd member %s was withdrawn", etcd.ErrUnreachable, m.NodeName, m.Name)
 }
 
-// withdrawable reports whether n carries this backend's pending request to remove m.
-func withdrawable(n *corev1.Node, m etcd.Member) bool {
-	if n == nil || n.Annotations[v1alpha1.K3sRemovingMemberAnnotation] != m.Name {
-		return false
+// withdrawal returns the annotations to delete (nil values, for a merge patch) to withdraw the
+// removal of m on Node n, or nil when there is nothing to withdraw: this backend's pending
+// request (remove and the record), and a removed-node-name claim for m that m's server
+// disproved by writing node-name back (with remove, whoever set it). A claim whose member no
+// Node names any more may be a real removal and is kept.
+func withdrawal(n *corev1.Node, m etcd.Member) map[string]any {
+	if n == nil {
+		return nil
 	}
 	k := readNode(n).keys
-	return n.Annotations[k.RemovedNodeName] != m.Name
+	out := map[string]any{}
+	claimed := n.Annotations[k.RemovedNodeName] == m.Name
+	disproved := claimed && n.Annotations[k.NodeName] == m.Name
+	if disproved {
+		out[k.RemovedNodeName], out[k.Remove] = nil, nil
+	}
+	if n.Annotations[v1alpha1.K3sRemovingMemberAnnotation] == m.Name && (!claimed || disproved) {
+		out[k.Remove], out[v1alpha1.K3sRemovingMemberAnnotation], out[v1alpha1.K3sRemovalRequestedAtAnnotation] = nil, nil, nil
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

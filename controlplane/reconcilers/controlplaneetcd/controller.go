@@ -217,6 +217,9 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := r.ensureHooks(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	if result, err := r.reconcileRetries(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
 	if result, err := r.reconcileDeletingMachines(ctx, s); err != nil || !result.IsZero() {
 		return result, err
 	}

@@ -203,10 +203,10 @@ func deletingReason(m *clusterv1.Machine) string {
 // identity (etcd.MembersOfMachine) in this pass's fresh observation, and a removal recorded for
 // the Machine is confirmed by the backend (a linearizable member list for kubeadm, K3s's evidence
 // rules for K3s). A removal that stopped (Rejected, TimedOut) keeps the hook until a person
-// releases it, even once its member is not visible any more.
+// releases it or asks for a retry (retry.go), even once its member is not visible any more.
 func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1.Machine) (bool, error) {
 	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && stopped(rec.Result) {
-		s.setProgressing(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. Set annotation %s=%s on the Machine to release it", rec.Member, m.Name, rec.Message, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue))
+		s.setProgressing(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. %s", rec.Member, m.Name, rec.Message, whatNow))
 		return false, nil
 	}
 	if s.snapshot == nil {
@@ -427,6 +427,11 @@ func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *cluster
 	return false, nil
 }
 
+// whatNow tells a person what ends a stopped removal: a retry once the cause is fixed, or a
+// release.
+var whatNow = fmt.Sprintf("Fix the cause and set annotation %s=%s on the Machine to retry the removal, or set %s=%s to release the hook without it",
+	v1alpha1.RetryRemovalAnnotation, v1alpha1.AnnotationTrue, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue)
+
 func stopped(res v1alpha1.RemovalResult) bool {
 	return res == v1alpha1.RemovalRejected || res == v1alpha1.RemovalTimedOut
 }
@@ -442,7 +447,7 @@ func progressReasonFor(res v1alpha1.RemovalResult) string {
 func (r *Reconciler) stopRemoval(s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, res v1alpha1.RemovalResult, event, why string) error {
 	rec.Result, rec.Message, rec.EndTime = res, why, &metav1.Time{Time: s.now}
 	s.cpe.Status.Removal = &rec
-	r.event(s, m, corev1.EventTypeWarning, event, fmt.Sprintf("Keeping the pre-terminate hook: removal of etcd member %s %s: %s. Set annotation %s=%s on the Machine to release it", rec.Member, strings.ToLower(string(res)), why, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue))
+	r.event(s, m, corev1.EventTypeWarning, event, fmt.Sprintf("Keeping the pre-terminate hook: removal of etcd member %s %s: %s. %s", rec.Member, strings.ToLower(string(res)), why, whatNow))
 	s.setProgressing(progressReasonFor(res), fmt.Sprintf("Removal of etcd member %s of Machine %s %s: %s", rec.Member, m.Name, strings.ToLower(string(res)), why))
 	return nil
 }
