@@ -12,6 +12,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
@@ -64,15 +66,33 @@ func (b *Backend) ask(ctx context.Context, node string, creds *credentials) answ
 			return answer{node: node, at: time.Now(), err: err}
 		}
 		a := b.askClient(ctx, c, b.callTimeoutFor(reused), b.mayBeRemoved(node), b.confirmedGone)
-		if a.answered() || attempt > 0 || !reused {
+		if a.answered() || attempt > 0 || !(reused || closedUnderneath(ctx, a.err)) {
 			if !a.answered() {
-				b.pool.drop(node, c)
+				b.dropUnlessCallerEnded(ctx, node, c)
 			}
 			return a
 		}
 		b.logger(ctx).V(4).Info("Retrying etcd member on a new connection", "node", node, "err", a.err.Error())
 		b.pool.drop(node, c)
 	}
+}
+
+// closedUnderneath reports whether a call failed because its client was closed while it ran
+// (gRPC's "the client connection is closing"), not because of the member or the caller: another
+// caller found the shared connection broken and replaced it, so a new connection is worth one
+// try.
+func closedUnderneath(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && status.Code(err) == codes.Canceled
+}
+
+// dropUnlessCallerEnded drops the pooled client after a failed call, unless the call failed
+// because the caller's own context ended (the quorum guard's observation bound, a reconcile
+// cancelled): that says nothing about the connection, which another caller may be using.
+func (b *Backend) dropUnlessCallerEnded(ctx context.Context, node string, c *memberClient) {
+	if ctx.Err() != nil {
+		return
+	}
+	b.pool.drop(node, c)
 }
 
 func (b *Backend) callTimeoutFor(reused bool) time.Duration {

@@ -255,3 +255,38 @@ func caSecretFor(g Gomega) *corev1.Secret {
 	s, _ := caSecret(g, nil)
 	return s
 }
+
+// Test_pool_concurrentGetsKeepEachOthersClient gets the client of one member from several
+// goroutines at once on an empty pool, as the quorum guard and the controller do on a manager
+// that just started: every client handed out must still answer. A pool that kept the newest
+// connection closed the ones other callers were using ("grpc: the client connection is
+// closing"), which the observation read as a member not answering.
+func Test_pool_concurrentGetsKeepEachOthersClient(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ec, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes("cg", 1)})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = ec.Close() })
+	m := ec.Members()[0]
+	server, _ := portForwardServer(t, m.ClientAddress(), true)
+	creds, _, err := sourceFor([]client.Object{ec.CA().Secret(testCluster)}).get(ctx, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	p := newPool(dialerTo(server.URL, 10*time.Second), time.Minute, logr.Discard())
+	defer func() { g.Expect(p.close()).To(Succeed()) }()
+
+	const callers = 8
+	clients := make([]*memberClient, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() { clients[i], errs[i] = p.get(ctx, m.NodeName(), creds) })
+	}
+	wg.Wait()
+	for i := range callers {
+		g.Expect(errs[i]).NotTo(HaveOccurred())
+		_, err := clients[i].cluster.MemberList(ctx)
+		g.Expect(err).NotTo(HaveOccurred(), "caller %d's client must still answer", i)
+	}
+	g.Expect(p.size()).To(Equal(1))
+}

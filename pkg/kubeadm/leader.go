@@ -48,7 +48,7 @@ func (b *Backend) MoveLeader(ctx context.Context, fromMember, toMember etcd.Memb
 		if isEtcdAnswer(err) {
 			return etcd.LeaderMove{}, fmt.Errorf("%w: etcd leader on Node %s refused to move leadership to %s: %w", etcd.ErrRefused, fromNode, to, err)
 		}
-		b.pool.drop(fromNode, c)
+		b.dropUnlessCallerEnded(ctx, fromNode, c)
 		return etcd.LeaderMove{}, fmt.Errorf("%w: failed to move etcd leadership from Node %s to %s: %w", etcd.ErrUnreachable, fromNode, to, err)
 	}
 	log.Info("Moved etcd leadership", "member", fromMember.String(), "toMember", to.String())

@@ -162,7 +162,16 @@ func (p *pool) connect(ctx context.Context, node string, creds *credentials) (*m
 		_ = c.cli.Close()
 		return nil, errClosed
 	}
-	// Another call may have connected meanwhile; keep the newest.
+	// Note: another call (the quorum guard's and the controller's observations run at the same
+	// time) may have connected meanwhile. Its client is in use: closing it would fail that
+	// call's requests with "the client connection is closing", read as a member not answering.
+	// Keep it and close this one, unless it was made with an old CA.
+	if cur := p.clients[node]; cur != nil && cur.fingerprint == creds.fingerprint {
+		p.mu.Unlock()
+		_ = c.cli.Close()
+		cur.touch(time.Now())
+		return cur, nil
+	}
 	old := p.clients[node]
 	p.clients[node] = c
 	p.mu.Unlock()

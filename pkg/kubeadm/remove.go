@@ -78,7 +78,7 @@ func (b *Backend) removeVia(ctx context.Context, o *observation, via string, tar
 		return c.cluster.MemberRemove(ctx, target.ID)
 	})
 	if err != nil && !isEtcdAnswer(err) {
-		b.pool.drop(via, c)
+		b.dropUnlessCallerEnded(ctx, via, c)
 	}
 	switch outcomeOf(err) {
 	case removeRejected:
