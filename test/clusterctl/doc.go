@@ -33,4 +33,8 @@
 // and take their caBundle from cert-manager's CA injector; the test points them at the
 // in-process manager's webhook server and its CA instead, which is what the Service and the
 // injector would do in a cluster.
+//
+// No Cluster controller runs: a Cluster's status (infrastructure provisioned, control plane
+// initialized) is set by the test, also on the target of a move, where clusterctl creates the
+// Cluster without it and Cluster API's Cluster controller would set it again.
 package clusterctl
