@@ -83,6 +83,19 @@ func createCluster(ctx context.Context, c client.Client, in ClusterInput) (*clus
 // markInitialized sets what the Cluster controller would once infrastructure and control plane
 // are up: the contract fields the ClusterCache waits for and the conditions Machine and
 // MachineHealthCheck controllers read.
+// MarkInitialized sets the status of a Cluster created without one (as `clusterctl move` creates
+// it on the target management cluster) to what RegisterCluster gives it: infrastructure
+// provisioned, control plane initialized. In a real management cluster Cluster API's Cluster
+// controller sets it from the infrastructure and control-plane objects; none runs here, and the
+// ClusterCache connects only to a Cluster whose control plane is initialized.
+func MarkInitialized(ctx context.Context, c client.Client, cluster *clusterv1.Cluster) error {
+	markInitialized(cluster)
+	if err := c.Status().Update(ctx, cluster); err != nil {
+		return fmt.Errorf("failed to mark Cluster %s/%s initialized: %w", cluster.Namespace, cluster.Name, err)
+	}
+	return nil
+}
+
 func markInitialized(cluster *clusterv1.Cluster) {
 	cluster.Status.Initialization = clusterv1.ClusterInitializationStatus{
 		InfrastructureProvisioned: ptr.To(true),

@@ -1,0 +1,40 @@
+// Package clusterctl installs, upgrades, moves and deletes etcd-adapter with clusterctl's own
+// library (sigs.k8s.io/cluster-api/cmd/clusterctl/client: Init, ApplyUpgrade, Move, Delete)
+// against the test environment's management apiservers, from a local repository that the
+// project's release code (hack/release-manifests, what `make release-manifests` runs) builds.
+//
+// Real here: kube-apiserver and etcd, Cluster API's CRDs and its Machine controller, clusterctl's
+// code (repository reading, variable processing, inventory, installer, upgrade, move, delete),
+// the components YAML built from config/, the etcd-adapter manager (manager.Run, in this
+// process, against the same apiserver) and K3s-flavoured workload clusters (the K3s simulator,
+// real etcd).
+//
+// What clusterctl needs and cannot fetch offline is provided as small as it can be, and only as
+// clusterctl itself records or checks it:
+//
+//   - The core provider. The test environment installs Cluster API's CRDs and runs its
+//     controllers in-process; clusterctl learns that through its inventory: a Provider object
+//     `cluster-api` (CoreProvider, the Cluster API version of go.mod) written with clusterctl's
+//     own inventory client, and the labels clusterctl puts on every component it installs
+//     (`cluster.x-k8s.io/provider: cluster-api`, `clusterctl.cluster.x-k8s.io`) on Cluster API's
+//     CRDs, which `clusterctl move` uses to find the types to move. Its repository is a local one
+//     holding Cluster API's own metadata.yaml (from the module), which clusterctl reads for the
+//     contract, and its CRDs as core-components.yaml.
+//   - cert-manager. clusterctl init counts cert-manager as installed when it can create a
+//     self-signed Issuer and a Certificate (cluster/cert_manager.go, waitForAPIReady), and
+//     leaves one it did not install alone on upgrade (no `clusterctl.cluster.x-k8s.io/core:
+//     cert-manager` objects). The stand-in is cert-manager's two CRDs, Issuer and Certificate,
+//     with an open schema: the components' Issuer and Certificates are stored, and nothing
+//     issues them.
+//
+// Applied but not run: the components' Deployment (no kubelet runs Pods; the manager runs in
+// this process instead, as `manager.Run` with the same flags' defaults), and the Certificates
+// (no cert-manager). The webhook configurations the components install name the webhook Service
+// and take their caBundle from cert-manager's CA injector; the test points them at the
+// in-process manager's webhook server and its CA instead, which is what the Service and the
+// injector would do in a cluster.
+//
+// No Cluster controller runs: a Cluster's status (infrastructure provisioned, control plane
+// initialized) is set by the test, also on the target of a move, where clusterctl creates the
+// Cluster without it and Cluster API's Cluster controller would set it again.
+package clusterctl
