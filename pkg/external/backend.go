@@ -2,6 +2,7 @@ package external
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -53,9 +54,12 @@ type Backend struct {
 	cfg Config
 
 	mu        sync.Mutex
-	conns     map[string]*conn // by endpoint
-	clusterID uint64           // the cluster ID seen first; members answering with another are strangers
-	last      []etcd.Member    // the member list this cluster's members reported last
+	conns     map[string]*conn  // by endpoint
+	clusterID uint64            // the cluster ID seen first; members answering with another are strangers
+	last      []etcd.Member     // the member list this cluster's members reported last
+	selfAt    map[string]uint64 // the member that answered last at each endpoint
+	removing  map[uint64]bool   // members this backend asked etcd to remove
+	gone      map[uint64]bool   // members a linearizable member list showed removed: never asked for Status
 }
 
 // conn is one kept client for one endpoint, made with one set of credentials.
@@ -85,7 +89,7 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = logr.Discard()
 	}
-	return &Backend{cfg: cfg, conns: map[string]*conn{}}, nil
+	return &Backend{cfg: cfg, conns: map[string]*conn{}, selfAt: map[string]uint64{}, removing: map[uint64]bool{}, gone: map[uint64]bool{}}, nil
 }
 
 // checkEndpoint accepts https URLs with a host and a port: a plain-text endpoint would send the
@@ -121,16 +125,21 @@ func (b *Backend) logger(ctx context.Context) logr.Logger {
 }
 
 // client returns the kept client for ep made with creds, or a new one. clientv3 reconnects a
-// kept client on its own, so a client is replaced only when the credentials change.
-func (b *Backend) client(ep string, creds *credentials) (*clientv3.Client, error) {
+// kept client on its own, so a client is replaced only when the credentials change. A new
+// client is made only after a TLS handshake with the member succeeded (see probe).
+func (b *Backend) client(ctx context.Context, ep string, creds *credentials) (*clientv3.Client, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if c, ok := b.conns[ep]; ok {
 		if c.sum == creds.sum {
+			b.mu.Unlock()
 			return c.cli, nil
 		}
 		_ = c.cli.Close()
 		delete(b.conns, ep)
+	}
+	b.mu.Unlock()
+	if err := b.probe(ctx, ep, creds); err != nil {
+		return nil, err
 	}
 	cfg := clientv3.Config{
 		Endpoints:            []string{ep},
@@ -147,8 +156,57 @@ func (b *Backend) client(ep string, creds *credentials) (*clientv3.Client, error
 	if err != nil {
 		return nil, fmt.Errorf("failed to create an etcd client for %s: %w", ep, err)
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.conns[ep]; ok && c.sum == creds.sum {
+		_ = cli.Close() // another call made one meanwhile
+		return c.cli, nil
+	}
 	b.conns[ep] = &conn{cli: cli, sum: creds.sum}
 	return cli, nil
+}
+
+// probe opens one TLS connection to ep and reads the server's first bytes. gRPC waits for a
+// connection until the call's deadline and then reports only "context deadline exceeded",
+// losing why: a server certificate the CA did not sign fails the handshake here, and a client
+// certificate the member refuses shows as the member's TLS alert on the first read (TLS 1.3
+// sends it after the handshake). A member that sends nothing before the deadline is not an
+// error here; the call that follows reports it.
+func (b *Backend) probe(ctx context.Context, ep string, creds *credentials) error {
+	u, err := url.Parse(ep)
+	if err != nil {
+		return fmt.Errorf("endpoint %q is not a URL: %w", ep, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
+	defer cancel()
+	dial := b.cfg.DialContext
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	raw, err := dial(ctx, u.Host)
+	if err != nil {
+		return fmt.Errorf("failed to connect to etcd at %s: %w", ep, err)
+	}
+	defer func() { _ = raw.Close() }()
+	cfg := creds.tlsConfig()
+	cfg.ServerName = u.Hostname()
+	cfg.NextProtos = []string{"h2"}
+	tc := tls.Client(raw, cfg)
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = tc.SetDeadline(deadline)
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake with etcd at %s failed: %w", ep, err)
+	}
+	if _, err := tc.Read(make([]byte, 1)); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return fmt.Errorf("etcd at %s closed the TLS connection: %w", ep, err)
+	}
+	return nil
 }
 
 // retain closes the clients of endpoints not in keep.

@@ -34,7 +34,7 @@ func (b *Backend) MoveLeader(ctx context.Context, from, to etcd.Member) (etcd.Le
 	if _, ok := o.self(target.ID); !ok {
 		return etcd.LeaderMove{}, fmt.Errorf("%w: etcd member %s is not answering; not moving leadership to it", etcd.ErrUnreachable, target)
 	}
-	cli, err := b.client(l.endpoint, o.creds)
+	cli, err := b.client(ctx, l.endpoint, o.creds)
 	if err != nil {
 		return etcd.LeaderMove{}, fmt.Errorf("%w: failed to reach the etcd leader at %s: %w", etcd.ErrUnreachable, l.endpoint, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,9 +25,12 @@ type answer struct {
 	err      error // set when the endpoint did not answer at all
 
 	selfID, clusterID, leaderID, raftTerm uint64
-	members                               []etcd.Member // nil for a learner (etcd refuses it MemberList... kept nil when not reported)
+	members                               []etcd.Member // nil when not reported
 	alarms                                []etcd.ActiveAlarm
 	errors                                []string
+	// removed says why the member that answered is not a member any more: it was not asked
+	// for its Status and takes no part in deciding the member list.
+	removed string
 }
 
 func (a answer) answered() bool { return a.err == nil }
@@ -41,7 +46,7 @@ type observation struct {
 // self returns the answer member id gave about itself, as a member of the observed cluster.
 func (o *observation) self(id uint64) (answer, bool) {
 	for _, a := range o.answers {
-		if id != 0 && a.answered() && a.clusterID == o.clusterID && a.selfID == id {
+		if id != 0 && a.answered() && a.removed == "" && a.clusterID == o.clusterID && a.selfID == id {
 			return a, true
 		}
 	}
@@ -52,7 +57,7 @@ func (o *observation) self(id uint64) (answer, bool) {
 func (o *observation) strangers() []answer {
 	var out []answer
 	for _, a := range o.answers {
-		if a.answered() && a.clusterID != o.clusterID {
+		if a.answered() && a.removed == "" && a.clusterID != o.clusterID {
 			out = append(out, a)
 		}
 	}
@@ -108,6 +113,11 @@ func (b *Backend) observe(ctx context.Context) (*observation, error) {
 	if memberList(answers, clusterID) != nil {
 		b.last = slices.Clone(members)
 	}
+	for _, a := range answers {
+		if a.answered() {
+			b.selfAt[a.endpoint] = a.selfID
+		}
+	}
 	b.mu.Unlock()
 	b.retain(b.endpoints(members))
 	b.logger(ctx).V(4).Info("Observed external etcd", "members", len(members), "endpoints", len(endpoints))
@@ -140,43 +150,126 @@ func (b *Backend) askAll(ctx context.Context, endpoints []string, creds *credent
 	return out
 }
 
-// ask asks one endpoint for its Status, member list and alarms.
-func (b *Backend) ask(ctx context.Context, ep string, creds *credentials) answer {
-	a := answer{endpoint: ep}
+// ask asks one endpoint for its member list and Status. An endpoint whose member may have been
+// removed is asked for its member lists first, and for its Status only when it is still a
+// member.
+//
+// Important! etcd v3.6 panics ("failed to find local ID in cluster members") when a member that
+// applied its own removal, and has not stopped yet, is asked for its Status: the server looks
+// itself up in its member list to report IsLearner. External endpoint lists keep naming a
+// removed member until someone edits them, so such a member is never asked for Status.
+//
+// Note: alarms come from Status, where etcd lists every active alarm among the errors.
+// AlarmList is not used: etcd serves it as a raft proposal, a WAL write and fsync on every
+// member, which asking every member on every observation would multiply.
+func (b *Backend) ask(ctx context.Context, ep string, creds *credentials) (a answer) {
+	a.endpoint = ep
 	defer func() { a.at = time.Now() }()
-	cli, err := b.client(ep, creds)
+	cli, err := b.client(ctx, ep, creds)
 	if err != nil {
 		a.err = err
 		return a
 	}
-	st, err := call(ctx, b, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) { return cli.Status(ctx, ep) })
-	if err != nil {
-		a.err = fmt.Errorf("etcd at %s did not answer: %w", ep, err)
-		return a
-	}
-	a.selfID, a.clusterID = st.Header.GetMemberId(), st.Header.GetClusterId()
-	a.leaderID, a.raftTerm, a.errors = st.Leader, st.RaftTerm, st.Errors
 	// Serializable: the member's own view, so a member cut off from the leader still says
 	// what it sees.
-	ml, err := call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
+	ml, mlErr := call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
 		return cli.MemberList(ctx, clientv3.WithSerializable())
 	})
-	if err != nil {
-		a.errors = append(a.errors, fmt.Sprintf("member list: %v", err))
-	} else {
+	if mlErr == nil {
+		self := ml.Header.GetMemberId()
+		a.selfID, a.clusterID = self, ml.Header.GetClusterId()
+		if why := b.removedWhy(ctx, cli, ep, ml); why != "" {
+			a.removed = why
+			return a
+		}
 		a.members = toMembers(ml.Members)
 	}
-	al, err := call(ctx, b, "AlarmList", func(ctx context.Context) (*clientv3.AlarmResponse, error) { return cli.AlarmList(ctx) })
-	if err != nil {
-		a.errors = append(a.errors, fmt.Sprintf("alarm list: %v", err))
-	} else {
-		for _, m := range al.Alarms {
-			if m.Alarm != pb.AlarmType_NONE {
-				a.alarms = append(a.alarms, etcd.ActiveAlarm{MemberID: m.MemberID, Alarm: etcd.Alarm(m.Alarm.String())})
-			}
-		}
+	st, err := call(ctx, b, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) { return cli.Status(ctx, ep) })
+	switch {
+	case err != nil && mlErr != nil:
+		a.err = fmt.Errorf("etcd at %s did not answer: %w", ep, err)
+		return a
+	case err != nil:
+		a.errors = append(a.errors, fmt.Sprintf("status: %v", err))
+		return a
+	case mlErr != nil:
+		a.errors = append(a.errors, fmt.Sprintf("member list: %v", mlErr))
 	}
+	a.selfID, a.clusterID = st.Header.GetMemberId(), st.Header.GetClusterId()
+	a.leaderID, a.raftTerm = st.Leader, st.RaftTerm
+	errs, alarms := splitStatusErrors(st.Errors)
+	a.errors, a.alarms = append(a.errors, errs...), alarms
 	return a
+}
+
+// removedWhy says why the member at ep is not a member of the cluster any more, or "" when it
+// is. Only an endpoint that may have been removed (mayBeRemoved) costs a linearizable member
+// list.
+func (b *Backend) removedWhy(ctx context.Context, cli *clientv3.Client, ep string, ml *clientv3.MemberListResponse) string {
+	self := ml.Header.GetMemberId()
+	switch {
+	case !slices.ContainsFunc(ml.Members, func(m *pb.Member) bool { return m.ID == self }):
+		return fmt.Sprintf("member %x is not in its own member list: it was removed", self)
+	case b.isGone(self):
+		return fmt.Sprintf("member %x was removed from the cluster and has not applied its removal yet", self)
+	case !b.mayBeRemoved(ep):
+		return ""
+	}
+	lin, err := call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) { return cli.MemberList(ctx) })
+	switch {
+	case err != nil:
+		return fmt.Sprintf("member %x may have been removed, and the cluster's linearizable member list could not be read through it: %v", self, err)
+	case !slices.ContainsFunc(lin.Members, func(m *pb.Member) bool { return m.ID == self }):
+		return fmt.Sprintf("member %x is not in the cluster's linearizable member list: it was removed", self)
+	}
+	return ""
+}
+
+// mayBeRemoved reports whether the member at ep may have been removed: this backend has observed
+// nothing yet (another process may have removed it), no member it saw last lists ep as its client
+// URL, or this backend asked etcd to remove the member that answered there last.
+func (b *Backend) mayBeRemoved(ep string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last == nil || b.removing[b.selfAt[ep]] {
+		return true
+	}
+	return !slices.ContainsFunc(b.last, func(m etcd.Member) bool {
+		return slices.ContainsFunc(m.ClientURLs, func(u string) bool { return normalise(u) == ep })
+	})
+}
+
+func (b *Backend) isGone(id uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gone[id]
+}
+
+// statusAlarm matches the entries etcd adds to Status errors for every active alarm: the
+// protobuf text of an AlarmMember, e.g. "memberID:10276657743932975437 alarm:NOSPACE ".
+var statusAlarm = regexp.MustCompile(`^memberID:(\d+)\s+alarm:([A-Z]+)\s*$`)
+
+// splitStatusErrors separates the alarms in Status errors from the member's other errors.
+func splitStatusErrors(errs []string) ([]string, []etcd.ActiveAlarm) {
+	var out []string
+	var alarms []etcd.ActiveAlarm
+	for _, e := range errs {
+		m := statusAlarm.FindStringSubmatch(e)
+		id, err := strconv.ParseUint(safeIndex(m, 1), 10, 64)
+		if m == nil || err != nil {
+			out = append(out, e)
+			continue
+		}
+		alarms = append(alarms, etcd.ActiveAlarm{MemberID: id, Alarm: etcd.Alarm(m[2])})
+	}
+	return out, alarms
+}
+
+func safeIndex(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return ""
 }
 
 // toMembers converts etcd's member list. NodeName is the member name: external members host no
@@ -194,7 +287,7 @@ func toMembers(ms []*pb.Member) []etcd.Member {
 func clusterIDOf(answers []answer) (uint64, error) {
 	counts := map[uint64]int{}
 	for _, a := range answers {
-		if a.answered() && a.clusterID != 0 {
+		if a.answered() && a.removed == "" && a.clusterID != 0 {
 			counts[a.clusterID]++
 		}
 	}
@@ -361,6 +454,11 @@ func snapshot(o *observation, members []etcd.Member, now time.Time) *etcd.Snapsh
 		if !a.answered() {
 			// A configured endpoint no member lists as its client URL, that does not answer.
 			ev.Contact, ev.Error = etcd.ContactUnreachable, a.err.Error()
+			s.Evidence = append(s.Evidence, ev)
+			continue
+		}
+		if a.removed != "" {
+			ev.Contact, ev.Error = etcd.ContactUnknown, fmt.Sprintf("endpoint %s: %s", a.endpoint, a.removed)
 			s.Evidence = append(s.Evidence, ev)
 			continue
 		}

@@ -44,11 +44,16 @@ func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal
 	}
 	var errs []error
 	for _, ep := range path(o, target.ID) {
-		cli, err := b.client(ep, o.creds)
+		cli, err := b.client(ctx, ep, o.creds)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		// From now on the target may apply its removal: it is never asked for Status unless a
+		// linearizable member list shows it is still a member.
+		b.mu.Lock()
+		b.removing[target.ID] = true
+		b.mu.Unlock()
 		_, err = call(ctx, b, "MemberRemove", func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
 			return cli.MemberRemove(ctx, target.ID)
 		})
@@ -108,7 +113,7 @@ func (b *Backend) confirm(ctx context.Context, o *observation, target etcd.Membe
 		if a, ok := o.self(target.ID); ok && a.endpoint == ep {
 			continue // a removed member answers from its stale view
 		}
-		cli, err := b.client(ep, o.creds)
+		cli, err := b.client(ctx, ep, o.creds)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -125,6 +130,7 @@ func (b *Backend) confirm(ctx context.Context, o *observation, target etcd.Membe
 		default:
 			b.mu.Lock()
 			b.last = slices.DeleteFunc(b.last, func(m etcd.Member) bool { return m.ID == target.ID })
+			b.gone[target.ID] = true
 			b.mu.Unlock()
 			return etcd.Removal{State: etcd.RemovalRemoved, Member: target,
 				Reason: fmt.Sprintf("etcd member %s is not a member: %s, and a linearizable member list confirms it", target, said)}
