@@ -1,0 +1,18 @@
+// Package external implements etcd.Cluster for a workload cluster whose etcd is external to its
+// control plane: a KubeadmControlPlane with spec.kubeadmConfigSpec.clusterConfiguration.etcd.external,
+// where the members run outside the control-plane Machines and KCP skips every etcd check.
+//
+// The backend dials each member's client URL directly with clientv3: the endpoints it is given
+// (KCP's external.endpoints) and the client URLs the members themselves report in their member
+// lists. It verifies each server certificate against the etcd CA and presents the client
+// certificate the workload apiserver itself uses. Both come from the management cluster, named
+// as Cluster API's util/secret names them for external etcd:
+//
+//   - `<cluster>-etcd` (secret.EtcdCA): tls.crt, the CA that issued the members' server
+//     certificates; tls.key is not needed and not read;
+//   - `<cluster>-apiserver-etcd-client` (secret.APIServerEtcdClient): tls.crt and tls.key, the
+//     client certificate KCP mounts for the apiserver's --etcd-certfile/--etcd-keyfile.
+//
+// External members host no Node of the workload cluster: Member.NodeName is the member name,
+// which is the host name for etcdadm and kubeadm-deployed members.
+package external
