@@ -26,23 +26,19 @@ var observationIntervalVariable = regexp.MustCompile(`--observation-interval=\$\
 // release code; v0.2.0's metadata.yaml lists both release series) with `clusterctl upgrade
 // apply`, with a managed K3s Cluster in place: its ControlPlaneEtcd (spec and status), its
 // Machines' hooks and the manager's settings must come through unchanged, and the inventory say
-// v0.2.0. The setting is the observation interval's clusterctl variable when the components have
-// one, set in clusterctl.yaml, where clusterctl reads it on every init and upgrade; without one,
-// the Deployment's arguments must come through as they were.
+// v0.2.0. The setting is the observation interval's clusterctl variable, set in clusterctl.yaml,
+// where clusterctl reads it on every init and upgrade.
 func TestClusterctlUpgrade(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	r := newRepository(t, "v0.1.0", "v0.2.0")
 	raw, err := os.ReadFile(filepath.Join(r.base, addonLabel, "v0.1.0", "addon-components.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
-	var wantArg string
-	if match := observationIntervalVariable.FindSubmatch(raw); match != nil {
-		r.variables[string(match[1])] = "47s"
-		g.Expect(r.writeConfig("v0.1.0")).To(Succeed())
-		wantArg = "--observation-interval=47s"
-	} else {
-		t.Log("the components have no clusterctl variable for --observation-interval; the Deployment's arguments are compared as they are")
-	}
+	match := observationIntervalVariable.FindSubmatch(raw)
+	g.Expect(match).NotTo(BeNil(), "the components must set --observation-interval through a clusterctl variable, or clusterctl upgrade loses the setting")
+	r.variables[string(match[1])] = "47s"
+	g.Expect(r.writeConfig("v0.1.0")).To(Succeed())
+	wantArg := "--observation-interval=47s"
 	// Started first, so it is stopped last: a management cluster stops before the workload
 	// clusters it watches.
 	k := startK3s(ctx, t)
@@ -61,9 +57,7 @@ func TestClusterctlUpgrade(t *testing.T) {
 	before := &v1alpha1.ControlPlaneEtcd{}
 	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(c), before)).To(Succeed())
 	argsBefore := managerArgs(ctx, g, m)
-	if wantArg != "" {
-		g.Expect(argsBefore).To(ContainElement(wantArg), "clusterctl init rendered the setting from clusterctl.yaml")
-	}
+	g.Expect(argsBefore).To(ContainElement(wantArg), "clusterctl init rendered the setting from clusterctl.yaml")
 
 	err = r.client(ctx, t).ApplyUpgrade(ctx, clusterctlclient.ApplyUpgradeOptions{
 		Kubeconfig:     m.Kubeconfig,
