@@ -36,6 +36,13 @@ func (d *demo) memberFails(ctx context.Context) error {
 		if i < 0 || cpe.Status.Members[i].Health == v1alpha1.MemberHealthy || !conditions.IsTrue(cpe, v1alpha1.DegradedCondition) {
 			return false, nil
 		}
+		// Note: cp-0 may have led; until the others elect a leader (one election timeout) they
+		// answer "no leader" and are not healthy either. The story shows the settled state.
+		for j, m := range cpe.Status.Members {
+			if j != i && m.Health != v1alpha1.MemberHealthy {
+				return false, nil
+			}
+		}
 		failed = cpe.Status.Members[i]
 		return true, nil
 	})
