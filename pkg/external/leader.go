@@ -6,6 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcd-adapter/etcd-adapter/internal/etcdrpc"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -41,7 +42,7 @@ func (b *Backend) MoveLeader(ctx context.Context, from, to etcd.Member) (etcd.Le
 	_, err = call(ctx, b, "MoveLeader", func(ctx context.Context) (*clientv3.MoveLeaderResponse, error) { return cli.MoveLeader(ctx, target.ID) })
 	switch {
 	case err == nil:
-	case isEtcdAnswer(err):
+	case etcdrpc.IsEtcdAnswer(err):
 		return etcd.LeaderMove{}, fmt.Errorf("%w: etcd leader at %s refused to move leadership to %s: %w", etcd.ErrRefused, l.endpoint, target, err)
 	default:
 		return etcd.LeaderMove{}, fmt.Errorf("%w: failed to move etcd leadership from %s to %s: %w", etcd.ErrUnreachable, l.endpoint, target, err)

@@ -9,10 +9,9 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/internal/etcdrpc"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -62,7 +61,7 @@ func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal
 		switch {
 		case err == nil, errors.Is(etcdErr, rpctypes.ErrMemberNotFound):
 			r = b.confirm(ctx, o, target, "etcd removed it")
-		case isEtcdAnswer(err) && !isTransient(etcdErr):
+		case etcdrpc.IsEtcdAnswer(err) && !etcdrpc.IsTransientRemoval(etcdErr):
 			r = etcd.Removal{State: etcd.RemovalRejected, Member: target, Reason: fmt.Sprintf("etcd refused to remove member %s: %v", target, err)}
 		default:
 			r = b.confirm(ctx, o, target, fmt.Sprintf("etcd at %s answered %v; the removal may or may not be committed", ep, err))
@@ -71,38 +70,6 @@ func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal
 		return r, nil
 	}
 	return etcd.Removal{}, fmt.Errorf("%w: failed to remove etcd member %s: no member of the cluster took the request: %w", etcd.ErrUnreachable, target, errors.Join(errs...))
-}
-
-// transientRemoveErrors are etcd's answers after which a removal may still happen, or may have
-// happened already (see pkg/kubeadm's RemoveMember).
-var transientRemoveErrors = []error{
-	rpctypes.ErrLeaderChanged, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
-	rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrNoLeader, rpctypes.ErrStopped,
-	rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrMemberLearnerNotReady,
-}
-
-func isTransient(etcdErr error) bool {
-	return slices.ContainsFunc(transientRemoveErrors, func(e error) bool { return errors.Is(etcdErr, e) })
-}
-
-// isEtcdAnswer reports whether err came from etcd itself rather than from the connection.
-func isEtcdAnswer(err error) bool {
-	if err == nil {
-		return false
-	}
-	var etcdErr rpctypes.EtcdError
-	if errors.As(rpctypes.Error(err), &etcdErr) {
-		return true
-	}
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	switch s.Code() {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
-		return false
-	}
-	return true
 }
 
 // confirm says Removed only when a linearizable member list of the observed cluster no longer

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/etcd-adapter/etcd-adapter/internal/etcdrpc"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -225,7 +226,7 @@ func (b *Backend) mayBeRemoved(node string) bool {
 // unhealthy.
 func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListResponse, stErr, mlErr error) answer {
 	a := answer{node: node, at: time.Now()}
-	if stErr != nil && !isEtcdAnswer(stErr) && !isEtcdAnswer(mlErr) {
+	if stErr != nil && !etcdrpc.IsEtcdAnswer(stErr) && !etcdrpc.IsEtcdAnswer(mlErr) {
 		a.err = fmt.Errorf("%w: etcd on Node %s did not answer: %w", etcd.ErrUnreachable, node, stErr)
 		return a
 	}

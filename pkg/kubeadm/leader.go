@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcd-adapter/etcd-adapter/internal/etcdrpc"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -45,7 +46,7 @@ func (b *Backend) MoveLeader(ctx context.Context, fromMember, toMember etcd.Memb
 		return c.maint.MoveLeader(ctx, to.ID)
 	})
 	if err != nil {
-		if isEtcdAnswer(err) {
+		if etcdrpc.IsEtcdAnswer(err) {
 			return etcd.LeaderMove{}, fmt.Errorf("%w: etcd leader on Node %s refused to move leadership to %s: %w", etcd.ErrRefused, fromNode, to, err)
 		}
 		b.dropUnlessCallerEnded(ctx, fromNode, c)

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/internal/etcdrpc"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -77,7 +78,7 @@ func (b *Backend) removeVia(ctx context.Context, o *observation, via string, tar
 	_, err = call(ctx, b, "MemberRemove", func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
 		return c.cluster.MemberRemove(ctx, target.ID)
 	})
-	if err != nil && !isEtcdAnswer(err) {
+	if err != nil && !etcdrpc.IsEtcdAnswer(err) {
 		b.dropUnlessCallerEnded(ctx, via, c)
 	}
 	switch outcomeOf(err) {
@@ -107,24 +108,10 @@ func outcomeOf(err error) removeOutcome {
 	switch {
 	case err == nil, errors.Is(etcdErr, rpctypes.ErrMemberNotFound):
 		return removeDone
-	case !isEtcdAnswer(err), isTransient(etcdErr):
+	case !etcdrpc.IsEtcdAnswer(err), etcdrpc.IsTransientRemoval(etcdErr):
 		return removeUnsettled
 	}
 	return removeRejected
-}
-
-// transientRemoveErrors are etcd's answers after which a removal may still happen, or may have
-// happened already: the leader changed or stopped while the change was being applied (etcd
-// answers these when the target stops after applying its own removal), or etcd refuses for now
-// (strict reconfiguration check, not enough started members, learner not caught up).
-var transientRemoveErrors = []error{
-	rpctypes.ErrLeaderChanged, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
-	rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrNoLeader, rpctypes.ErrStopped,
-	rpctypes.ErrUnhealthy, rpctypes.ErrMemberNotEnoughStarted, rpctypes.ErrMemberLearnerNotReady,
-}
-
-func isTransient(etcdErr error) bool {
-	return slices.ContainsFunc(transientRemoveErrors, func(e error) bool { return errors.Is(etcdErr, e) })
 }
 
 // confirmRemoval says Removed only when a linearizable MemberList of the observed cluster no

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
@@ -31,30 +29,6 @@ func callWithin[T any](ctx context.Context, timeout time.Duration, what string, 
 func isLearnerRejection(err error) bool {
 	return err != nil && (errors.Is(err, rpctypes.ErrGRPCNotSupportedForLearner) ||
 		strings.Contains(err.Error(), "rpc not supported for learner"))
-}
-
-// isEtcdAnswer reports whether err came from etcd itself (it was listening and answered with
-// an error) rather than from the connection. etcd's own errors are recognised by their text
-// (rpctypes); a status that gRPC made up on the client side for a broken stream (Unavailable,
-// DeadlineExceeded, Canceled, or Unknown/Internal such as "malformed header: missing HTTP
-// content-type" when a port-forward dies mid-call) is the connection's.
-func isEtcdAnswer(err error) bool {
-	if err == nil {
-		return false
-	}
-	var etcdErr rpctypes.EtcdError
-	if errors.As(rpctypes.Error(err), &etcdErr) {
-		return true
-	}
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	switch s.Code() {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
-		return strings.HasPrefix(s.Message(), "etcdserver:")
-	}
-	return true
 }
 
 // isClassified reports whether err already carries one of the etcd error classes.
