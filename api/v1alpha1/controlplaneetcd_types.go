@@ -133,10 +133,12 @@ type EtcdMemberStatus struct {
 	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name,omitempty"`
 
-	// ID is the etcd member ID in hexadecimal.
-	// +required
+	// ID is the etcd member ID in hexadecimal, as etcdctl member list shows it; empty when the
+	// backend cannot see etcd's member IDs (K3s and RKE2 publish none on Nodes), where the member
+	// is known by its name and Node.
+	// +optional
 	// +kubebuilder:validation:MaxLength=16
-	ID string `json:"id"`
+	ID string `json:"id,omitempty"`
 
 	// NodeName is the workload Node hosting the member; empty for a ghost member.
 	// +optional
@@ -193,7 +195,9 @@ type MemberRemovalStatus struct {
 	// +required
 	Member string `json:"member"`
 
-	// MemberID is the etcd member ID in hexadecimal.
+	// MemberID is the etcd member ID in hexadecimal, as etcdctl member list shows it; empty when
+	// the backend cannot see etcd's member IDs (K3s and RKE2), where the removal is of the member
+	// named Member on Node NodeName.
 	// +optional
 	MemberID string `json:"memberID,omitempty"`
 

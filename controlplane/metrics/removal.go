@@ -14,7 +14,7 @@ func RemovalEnded(before, after *v1alpha1.ControlPlaneEtcd) *v1alpha1.MemberRemo
 	now := after.Status.Removal
 	if before != nil && before.Status.Removal != nil {
 		was := before.Status.Removal
-		if was.MemberID == now.MemberID && was.MachineName == now.MachineName && was.StartTime.Equal(&now.StartTime) && was.EndTime != nil {
+		if was.Member == now.Member && was.MemberID == now.MemberID && was.MachineName == now.MachineName && was.StartTime.Equal(&now.StartTime) && was.EndTime != nil {
 			return nil
 		}
 	}

@@ -17,6 +17,12 @@ func CanRemoveMember(s *Snapshot, now time.Time, m Member) QuorumVerdict {
 		return QuorumVerdict{Reason: v1alpha1.MemberRemovalHealthUnknownReason,
 			Message: "etcd could not be observed, so no member removal is known to be safe"}
 	}
+	if _, ok := s.MemberByID(m.ID); !ok {
+		// Named as the caller named it: ProjectRemoval knows only the ID, which may be one etcd
+		// did not assign (Snapshot.SyntheticMemberIDs).
+		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
+			Message: fmt.Sprintf("etcd member %s is not in the cluster; removing it changes nothing", m)}
+	}
 	return ProjectRemoval(AssessMembers(s, now), m.ID)
 }
 

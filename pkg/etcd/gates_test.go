@@ -135,3 +135,13 @@ func TestCanRemoveMachines(t *testing.T) {
 		})
 	}
 }
+
+func TestCanRemoveMember_notAMember(t *testing.T) {
+	g := NewWithT(t)
+	s := cluster(3)
+	s.SyntheticMemberIDs = true
+	v := CanRemoveMember(s, testNow, Member{ID: 0x1b57f0c2aa9d3e41, Name: "cp-9-3f2a9c1e", NodeName: "cp-9"})
+	g.Expect(v.Allowed).To(BeTrue())
+	g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalNoMemberReason))
+	g.Expect(v.Message).To(Equal("etcd member cp-9-3f2a9c1e is not in the cluster; removing it changes nothing"), "named as given, not by an ID etcd may not have assigned")
+}

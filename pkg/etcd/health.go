@@ -38,7 +38,7 @@ func AssessMembers(s *Snapshot, now time.Time) []MemberHealth {
 		health, msg := assessMember(s, v, m, now)
 		out = append(out, MemberHealth{Member: m, Health: health, Message: msg})
 	}
-	markSharedNames(out)
+	markSharedNames(out, s.SyntheticMemberIDs)
 	return out
 }
 
@@ -46,7 +46,8 @@ func AssessMembers(s *Snapshot, now time.Time) []MemberHealth {
 // etcd does not refuse a second member with a name in use: a reused hostname whose old member
 // was never removed leaves two, and only their IDs and peer URLs tell them apart. Health stays
 // as the evidence says, so a live member is not counted down and the stale one stays removable.
-func markSharedNames(members []MemberHealth) {
+// When the IDs are not etcd's (synthetic), the members are told apart by their Nodes instead.
+func markSharedNames(members []MemberHealth, synthetic bool) {
 	byName := map[string][]Member{}
 	for _, mh := range members {
 		if mh.Member.Started() {
@@ -55,12 +56,25 @@ func markSharedNames(members []MemberHealth) {
 	}
 	for i, mh := range members {
 		if same := byName[mh.Member.Name]; mh.Member.Started() && len(same) > 1 {
-			members[i].Problems = append(members[i].Problems, sharedNameProblem(same))
+			members[i].Problems = append(members[i].Problems, sharedNameProblem(same, synthetic))
 		}
 	}
 }
 
-func sharedNameProblem(same []Member) string {
+func sharedNameProblem(same []Member, synthetic bool) string {
+	if synthetic {
+		nodes := make([]string, 0, len(same))
+		for _, m := range same {
+			nodes = append(nodes, m.NodeName)
+		}
+		slices.Sort(nodes)
+		nodes = slices.Compact(nodes)
+		where := "Node " + nodes[0]
+		if len(nodes) > 1 {
+			where = "Nodes " + strings.Join(nodes, " and ")
+		}
+		return fmt.Sprintf("%d etcd members on %s share the name %s", len(same), where, same[0].Name)
+	}
 	ids := make([]string, 0, len(same))
 	for _, m := range same {
 		ids = append(ids, fmt.Sprintf("%x (peer URLs %s)", m.ID, strings.Join(m.PeerURLs, ", ")))

@@ -192,3 +192,32 @@ func withoutLists(s *Snapshot) {
 	s.LeaderID = 0
 	s.BlindSpots = []BlindSpot{BlindSpotGhostMembers, BlindSpotMemberLists, BlindSpotClusterID, BlindSpotAlarms, BlindSpotLeader}
 }
+
+func TestAssessMembers_sharedNameSyntheticIDs(t *testing.T) {
+	g := NewWithT(t)
+	s := with(cluster(3), sharedName)
+	s.SyntheticMemberIDs = true
+	ms := AssessMembers(s, testNow)
+	want := "2 etcd members on Node cp-2 share the name cp-2"
+	g.Expect(ms[2].Problems).To(ConsistOf(want), "members whose IDs are not etcd's are told apart by their Nodes, never by those IDs")
+	g.Expect(ms[3].Problems).To(ConsistOf(want))
+}
+
+func TestSnapshot_EtcdMemberID(t *testing.T) {
+	tests := []struct {
+		name      string
+		synthetic bool
+		id        uint64
+		want      string
+	}{
+		{name: "An ID etcd assigned is shown as etcd shows it, in hexadecimal", id: 0x8e9e05c52164694d, want: "8e9e05c52164694d"},
+		{name: "An ID the backend made up is never shown", synthetic: true, id: 0x1b57f0c2aa9d3e41, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := &Snapshot{SyntheticMemberIDs: tt.synthetic}
+			g.Expect(s.EtcdMemberID(tt.id)).To(Equal(tt.want))
+		})
+	}
+}

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -131,6 +132,26 @@ type Snapshot struct {
 	// DefaultEvidenceTTL. Backends whose evidence is refreshed slowly (K3s rewrites an unchanged
 	// condition every 5 minutes) set it longer.
 	EvidenceTTL time.Duration
+	// SyntheticMemberIDs means the member IDs in this snapshot (Member.ID, LeaderID, evidence
+	// and alarms) are keys the backend made up because it cannot see etcd's (K3s publishes none
+	// on Nodes): they tell members apart within the snapshot and in calls back to the same
+	// backend, and nothing more. Such a backend identifies the member in RemoveMember and
+	// WithdrawRemoval by its name and Node, so a caller may rebuild a member from a record of
+	// those two with a zero ID.
+	//
+	// Important! Callers never show these IDs to a person (status, Events, conditions, logs):
+	// etcd has its own ID for the same member (etcdctl member list), so the person would see one
+	// member under two IDs. EtcdMemberID returns "" for them.
+	SyntheticMemberIDs bool
+}
+
+// EtcdMemberID returns id as etcd shows member IDs (hexadecimal), or "" when the snapshot's
+// member IDs are not etcd's (SyntheticMemberIDs): say such a member by its name and Node.
+func (s *Snapshot) EtcdMemberID(id uint64) string {
+	if s.SyntheticMemberIDs {
+		return ""
+	}
+	return strconv.FormatUint(id, 16)
 }
 
 // DefaultEvidenceTTL is the age after which evidence is not trusted unless the backend says

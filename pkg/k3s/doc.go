@@ -18,5 +18,8 @@
 // What it cannot see, and says so in every Snapshot's BlindSpots: members no Node hosts (ghost
 // members), members' own member lists and cluster IDs, alarms and the leader. K3s exposes no
 // etcd member IDs on Nodes, so a member's ID here is synthetic: the FNV-1a 64-bit hash of its
-// member name (MemberID), stable for as long as the member keeps its name.
+// member name (MemberID), stable for as long as the member keeps its name. It keys the member
+// inside a Snapshot and nothing more: snapshots say SyntheticMemberIDs, so the ControlPlaneEtcd
+// status, Events and logs name a K3s member by its name and Node, never by this ID, which is not
+// the one etcd shows for it.
 package k3s

@@ -61,6 +61,7 @@ func (l *lifecycle) observe(t *testing.T) {
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(s.Backend).To(Equal("k3s"))
 	g.Expect(s.BlindSpots).To(ContainElement(etcd.BlindSpotGhostMembers))
+	g.Expect(s.SyntheticMemberIDs).To(BeTrue(), "K3s shows no etcd member IDs, so the snapshot must say its IDs are made up")
 	g.Expect(s.Members).To(HaveLen(3))
 	for _, node := range c.nodes {
 		name, _ := c.sim.MemberName(node)

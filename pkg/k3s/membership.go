@@ -40,7 +40,9 @@ func isEtcdNode(n *corev1.Node) bool { return isTrue(n.Labels[EtcdRoleLabel]) }
 
 // MemberID is the synthetic member ID this backend gives the member named name: K3s exposes no
 // etcd member IDs on Nodes, so it is the FNV-1a 64-bit hash of the name. It is stable while the
-// member keeps its name, and a rejoin (new name) gives a new ID, as etcd would.
+// member keeps its name, and a rejoin (new name) gives a new ID, as etcd would. It is not etcd's
+// ID for the member, so this backend's snapshots say SyntheticMemberIDs and callers never show it;
+// RemoveMember and WithdrawRemoval identify the member by its name and Node, not by this ID.
 func MemberID(name string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(name))

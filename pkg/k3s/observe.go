@@ -41,6 +41,8 @@ func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 		Backend: BackendName, ObservedAt: now,
 		BlindSpots:  slices.Clone(blindSpots),
 		EvidenceTTL: b.cfg.StaleAfter(),
+		// K3s publishes no etcd member IDs on Nodes: the IDs are MemberID's hashes of the names.
+		SyntheticMemberIDs: true,
 	}
 	for _, r := range assessNodes(nodes, b.clock()) {
 		s.Members = append(s.Members, *r.member)

@@ -208,6 +208,7 @@ var ownedConditions = []string{
 // reconcile runs the phases in order; each returns early when it made a change or must wait.
 func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.observe(ctx, s)
+	dropSyntheticMemberID(s)
 	if err := r.watchNodes(ctx, s); err != nil {
 		ctrl.LoggerFrom(ctx).V(4).Info("Not watching workload Nodes yet", "err", err.Error())
 	}

@@ -3,7 +3,6 @@ package controlplaneetcd
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -39,7 +38,7 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("memberName", ghost.Name, "memberID", strconv.FormatUint(ghost.ID, 16))
+	log := ctrl.LoggerFrom(ctx).WithValues(memberLogValues(s.snapshot, ghost)...)
 	verdict := etcd.CanRemoveMember(s.snapshot, s.now, ghost)
 	log.V(2).Info("Quorum projection for ghost member removal", "allowed", verdict.Allowed, "reason", verdict.Reason, "message", verdict.Message)
 	if !verdict.Allowed {
@@ -53,7 +52,7 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 	}
 	log.Info("Ghost member removal", "state", removal.State, "reason", removal.Reason)
 	if removal.State == etcd.RemovalRemoved {
-		r.Recorder.Eventf(s.cpe, corev1.EventTypeNormal, v1alpha1.EventGhostMemberRemoved, "Removed etcd member %s (%x), which no control-plane Machine hosts", ghost, ghost.ID)
+		r.Recorder.Eventf(s.cpe, corev1.EventTypeNormal, v1alpha1.EventGhostMemberRemoved, "Removed etcd member %s, which no control-plane Machine hosts", memberWithID(s.snapshot, ghost))
 	}
 	s.wantRequeue(removalPollInterval)
 	return s.requeue(), nil

@@ -140,8 +140,8 @@ func (r *Reconciler) closeOrphanedRemoval(ctx context.Context, s *scope, held []
 	}
 	closed := rec.DeepCopy()
 	closed.EndTime = &metav1.Time{Time: s.now}
-	id, err := strconv.ParseUint(rec.MemberID, 16, 64)
-	if _, present := s.snapshot.MemberByID(id); err == nil && !present {
+	_, err := recordedMember(*rec, s.snapshot.SyntheticMemberIDs)
+	if present := slices.ContainsFunc(s.snapshot.Members, func(mb etcd.Member) bool { return s.recordIsOf(rec, mb) }); err == nil && !present {
 		closed.Result, closed.Message = v1alpha1.RemovalRemoved, fmt.Sprintf("Machine %s is no longer held by etcd-adapter and etcd member %s is gone", rec.MachineName, rec.Member)
 	} else {
 		closed.Result, closed.Message = v1alpha1.RemovalReleased, fmt.Sprintf("Machine %s is no longer held by etcd-adapter (its hook was released by other means); etcd member %s was not confirmed removed", rec.MachineName, rec.Member)
@@ -216,7 +216,7 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.membersOf(m))
 	inFlight := s.removalInFlight(m)
 	switch {
-	case inFlight != nil && !slices.ContainsFunc(targets, func(mb etcd.Member) bool { return strconv.FormatUint(mb.ID, 16) == inFlight.MemberID }):
+	case inFlight != nil && !slices.ContainsFunc(targets, func(mb etcd.Member) bool { return s.recordIsOf(inFlight, mb) }):
 		return r.confirmRemoval(ctx, s, m, *inFlight, len(targets))
 	case len(targets) == 0:
 		r.atStep(ctx, StepRemovedBeforeRelease)
@@ -267,7 +267,7 @@ func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.
 	if r.stopIfOverdue(s, m, rec) {
 		return false, nil
 	}
-	member, err := recordedMember(rec)
+	member, err := recordedMember(rec, s.snapshot.SyntheticMemberIDs)
 	if err != nil {
 		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, err.Error())
 	}
@@ -298,8 +298,15 @@ func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.
 
 // recordedMember returns the member a removal record is about, as the backends take it: the
 // record names it as etcd.Member.String does (its name, or its ID for a member that never
-// started).
-func recordedMember(rec v1alpha1.MemberRemovalStatus) (etcd.Member, error) {
+// started). A backend whose IDs are not etcd's (synthetic, K3s) identifies the member by its name
+// and Node, which the record holds, and gets it with a zero ID.
+func recordedMember(rec v1alpha1.MemberRemovalStatus, synthetic bool) (etcd.Member, error) {
+	if synthetic {
+		if rec.Member == "" || rec.NodeName == "" {
+			return etcd.Member{}, fmt.Errorf("the removal record names member %q on Node %q; this backend identifies a member by its name and Node", rec.Member, rec.NodeName)
+		}
+		return etcd.Member{Name: rec.Member, NodeName: rec.NodeName}, nil
+	}
 	id, err := strconv.ParseUint(rec.MemberID, 16, 64)
 	if err != nil || id == 0 {
 		return etcd.Member{}, fmt.Errorf("the removal record names member %q with ID %q, which is not an etcd member ID", rec.Member, rec.MemberID)
@@ -313,16 +320,64 @@ func recordedMember(rec v1alpha1.MemberRemovalStatus) (etcd.Member, error) {
 
 // removalInFlight returns the record of a removal asked for m that has not ended, or nil.
 func (s *scope) removalInFlight(m *clusterv1.Machine) *v1alpha1.MemberRemovalStatus {
-	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.Result == v1alpha1.RemovalInProgress && rec.MemberID != "" {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.Result == v1alpha1.RemovalInProgress && s.namesMember(rec) {
 		return rec
 	}
 	return nil
 }
 
+// namesMember reports whether rec identifies a member the way the backend does: by etcd's member
+// ID, or, for a backend whose IDs are not etcd's, by name and Node. Without an observation (the
+// hand-back runs then too) the backend's way is not known, so either counts.
+func (s *scope) namesMember(rec *v1alpha1.MemberRemovalStatus) bool {
+	if s.snapshot == nil {
+		return rec.MemberID != "" || (rec.Member != "" && rec.NodeName != "")
+	}
+	_, err := recordedMember(*rec, s.snapshot.SyntheticMemberIDs)
+	return err == nil
+}
+
+// recordIsOf reports whether rec records the removal of member mb of this pass's observation: by
+// etcd's member ID, or, when the backend's IDs are not etcd's (K3s), by member name and Node, as
+// K3s itself identifies the member it removes (a rejoin gives the member a new name).
+func (s *scope) recordIsOf(rec *v1alpha1.MemberRemovalStatus, mb etcd.Member) bool {
+	if s.snapshot.SyntheticMemberIDs {
+		return rec.Member != "" && rec.Member == mb.Name && rec.NodeName == mb.NodeName
+	}
+	return rec.MemberID != "" && rec.MemberID == strconv.FormatUint(mb.ID, 16)
+}
+
+// dropSyntheticMemberID takes a member ID etcd did not assign off status.removal. Earlier versions
+// recorded K3s removals with the backend's synthetic ID (a hash of the member name); the record
+// also holds that name and the Node, which identify the member as well (recordIsOf), so a removal
+// in flight across an upgrade continues against the same member and the ID is no longer shown.
+func dropSyntheticMemberID(s *scope) {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MemberID != "" && s.snapshot != nil && s.snapshot.SyntheticMemberIDs {
+		rec.MemberID = ""
+	}
+}
+
+// memberWithID names a member for Events: etcd.Member.String, with etcd's member ID when the
+// backend knows it (never an ID the backend made up, which etcd shows differently).
+func memberWithID(snap *etcd.Snapshot, m etcd.Member) string {
+	if id := snap.EtcdMemberID(m.ID); id != "" && m.Started() {
+		return fmt.Sprintf("%s (%s)", m, id)
+	}
+	return m.String()
+}
+
+// memberLogValues are the log keys naming a member: memberName, and memberID when it is etcd's.
+func memberLogValues(snap *etcd.Snapshot, m etcd.Member) []any {
+	if id := snap.EtcdMemberID(m.ID); id != "" {
+		return []any{"memberName", m.Name, "memberID", id}
+	}
+	return []any{"memberName", m.Name}
+}
+
 // removeMember re-checks quorum on a fresh observation, moves leadership off the target if it
 // leads, or else asks for the removal: one change per pass.
 func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (bool, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("memberName", target.Name, "memberID", strconv.FormatUint(target.ID, 16))
+	log := ctrl.LoggerFrom(ctx).WithValues(memberLogValues(s.snapshot, target)...)
 	// Important! This is the safety net right before the destructive call: the snapshot is this
 	// pass's own, taken moments ago.
 	verdict := etcd.CanRemoveMember(s.snapshot, s.now, target)
@@ -352,7 +407,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	// backend instead of taking the member's absence (or K3s's removed-node-name claim) for proof.
 	// A removal asked before (the member is still visible, and RemoveMember is idempotent) keeps
 	// its record as it is.
-	if rec := s.removalInFlight(m); rec == nil || rec.MemberID != strconv.FormatUint(target.ID, 16) {
+	if rec := s.removalInFlight(m); rec == nil || !s.recordIsOf(rec, target) {
 		s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "removal requested")
 	}
 	if err := r.persistRemoval(ctx, s); err != nil {
@@ -374,7 +429,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	log.Info("Member removal", "state", removal.State, "reason", removal.Reason)
 	switch removal.State {
 	case etcd.RemovalRemoved:
-		r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoved, fmt.Sprintf("Removed etcd member %s (%x) of Node %s", target, target.ID, target.NodeName))
+		r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoved, fmt.Sprintf("Removed etcd member %s of Node %s", memberWithID(s.snapshot, target), target.NodeName))
 		// Next pass confirms on a fresh observation and releases the hook (or removes the next
 		// member of the same Node).
 		s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "member removed; confirming")
@@ -385,7 +440,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		rec := s.removalRecord(m, target)
 		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
 	}
-	r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoving, fmt.Sprintf("Removing etcd member %s (%x) of Node %s: %s", target, target.ID, target.NodeName, removal.Reason))
+	r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoving, fmt.Sprintf("Removing etcd member %s of Node %s: %s", memberWithID(s.snapshot, target), target.NodeName, removal.Reason))
 	s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", target, m.Name, removal.Reason))
 	s.wantRequeue(removalPollInterval)
 	return false, nil
@@ -465,11 +520,12 @@ func (s *scope) setProgressing(reason, msg string) {
 
 // removalRecord returns the recorded removal of target for m, or a new one starting now.
 func (s *scope) removalRecord(m *clusterv1.Machine, target etcd.Member) v1alpha1.MemberRemovalStatus {
-	id := strconv.FormatUint(target.ID, 16)
-	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && rec.MemberID == id {
+	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && s.recordIsOf(rec, target) {
 		return *rec
 	}
-	return v1alpha1.MemberRemovalStatus{Member: target.String(), MemberID: id, MachineName: m.Name, NodeName: target.NodeName,
+	// Note: no member ID for a backend that cannot see etcd's (K3s); the name and Node identify
+	// the member.
+	return v1alpha1.MemberRemovalStatus{Member: target.String(), MemberID: s.snapshot.EtcdMemberID(target.ID), MachineName: m.Name, NodeName: target.NodeName,
 		StartTime: metav1.Time{Time: s.now}, Result: v1alpha1.RemovalInProgress}
 }
 

@@ -110,18 +110,55 @@ func Test_firstGhost(t *testing.T) {
 }
 
 func Test_recordedMember(t *testing.T) {
-	g := NewWithT(t)
-	m, err := recordedMember(v1alpha1.MemberRemovalStatus{Member: "cp-1", MemberID: "1a", NodeName: "cp-1"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(m).To(Equal(etcd.Member{ID: 0x1a, Name: "cp-1", NodeName: "cp-1"}))
-
-	// A member that never started is recorded by its ID; it has no name.
-	m, err = recordedMember(v1alpha1.MemberRemovalStatus{Member: etcd.Member{ID: 0x2b}.String(), MemberID: "2b"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(m).To(Equal(etcd.Member{ID: 0x2b}))
-
-	for _, id := range []string{"", "0", "zz"} {
-		_, err = recordedMember(v1alpha1.MemberRemovalStatus{Member: "cp-1", MemberID: id})
-		g.Expect(err).To(MatchError(ContainSubstring("not an etcd member ID")), "ID %q", id)
+	tests := []struct {
+		name      string
+		rec       v1alpha1.MemberRemovalStatus
+		synthetic bool
+		want      etcd.Member
+		wantErr   string
+	}{
+		{
+			name: "A record of a started member gives its etcd ID, name and Node",
+			rec:  v1alpha1.MemberRemovalStatus{Member: "cp-1", MemberID: "1a", NodeName: "cp-1"},
+			want: etcd.Member{ID: 0x1a, Name: "cp-1", NodeName: "cp-1"},
+		},
+		{
+			name: "A member that never started is recorded by its ID and has no name",
+			rec:  v1alpha1.MemberRemovalStatus{Member: etcd.Member{ID: 0x2b}.String(), MemberID: "2b"},
+			want: etcd.Member{ID: 0x2b},
+		},
+		{name: "A record without an ID names no etcd member", rec: v1alpha1.MemberRemovalStatus{Member: "cp-1"}, wantErr: "not an etcd member ID"},
+		{name: "A zero ID is no etcd member ID", rec: v1alpha1.MemberRemovalStatus{Member: "cp-1", MemberID: "0"}, wantErr: "not an etcd member ID"},
+		{name: "An ID that is not hexadecimal is no etcd member ID", rec: v1alpha1.MemberRemovalStatus{Member: "cp-1", MemberID: "zz"}, wantErr: "not an etcd member ID"},
+		{
+			name:      "A backend without etcd's IDs gets the member by name and Node, with no ID",
+			rec:       v1alpha1.MemberRemovalStatus{Member: "cp-1-3f2a9c1e", NodeName: "cp-1"},
+			synthetic: true,
+			want:      etcd.Member{Name: "cp-1-3f2a9c1e", NodeName: "cp-1"},
+		},
+		{
+			name:      "A record an earlier version wrote with a synthetic ID gives the member by name and Node, without that ID",
+			rec:       v1alpha1.MemberRemovalStatus{Member: "cp-1-3f2a9c1e", MemberID: "1b57f0c2aa9d3e41", NodeName: "cp-1"},
+			synthetic: true,
+			want:      etcd.Member{Name: "cp-1-3f2a9c1e", NodeName: "cp-1"},
+		},
+		{
+			name:      "A backend without etcd's IDs refuses a record without a Node",
+			rec:       v1alpha1.MemberRemovalStatus{Member: "cp-1-3f2a9c1e", MemberID: "1b57f0c2aa9d3e41"},
+			synthetic: true,
+			wantErr:   "identifies a member by its name and Node",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m, err := recordedMember(tt.rec, tt.synthetic)
+			if tt.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(m).To(Equal(tt.want))
+		})
 	}
 }

@@ -79,6 +79,8 @@ func (run *flowRun) hooked(g Gomega, m *clusterv1.Machine) bool {
 
 func (run *flowRun) reconcile(g Gomega) {
 	r := &Reconciler{Client: run.client, Recorder: &eventRecorder{}}
+	// As reconcile does right after observing.
+	dropSyntheticMemberID(run.s)
 	_, err := r.reconcileDeletingMachines(context.Background(), run.s)
 	g.Expect(err).NotTo(HaveOccurred())
 }
@@ -234,6 +236,89 @@ func TestReconciler_removalFlow(t *testing.T) {
 			check: func(g Gomega, run *flowRun) {
 				g.Expect(removedIDs(run.backend.Cluster)).To(BeEmpty())
 				g.Expect(run.s.progressing).To(HaveValue(HaveField("Reason", v1alpha1.ProgressingRemovalBlockedReason)))
+			},
+		},
+		{
+			name:    "A backend whose IDs are not etcd's (K3s) gets its removal recorded by member name and Node, with no member ID",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{2: {State: etcd.RemovalInProgress, Reason: "waiting for K3s"}}},
+			prepare: func(s *scope) {
+				s.snapshot.SyntheticMemberIDs = true
+				deleting(s.machines[1])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.atRemoveOf).To(HaveLen(1))
+				g.Expect(run.backend.atRemoveOf[0]).To(HaveValue(And(HaveField("Member", "cp-1"), HaveField("NodeName", "cp-1"),
+					HaveField("MemberID", BeEmpty()), HaveField("Result", v1alpha1.RemovalInProgress))))
+				g.Expect(run.s.storedRemoval).To(HaveValue(HaveField("MemberID", BeEmpty())))
+			},
+		},
+		{
+			name:    "A K3s removal in flight is matched to its member by name and Node: asked again, the record kept as it is",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{2: {State: etcd.RemovalInProgress, Reason: "waiting for K3s"}}},
+			prepare: func(s *scope) {
+				s.snapshot.SyntheticMemberIDs = true
+				deleting(s.machines[1])
+				s.cpe.Status.Removal = inProgress("cp-1", "", "m-cp-1")
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{2}))
+				g.Expect(run.s.storedRemoval).To(HaveValue(And(HaveField("Member", "cp-1"), HaveField("MemberID", BeEmpty()),
+					HaveField("StartTime", metav1.Time{Time: now.Add(-time.Second)}), HaveField("Result", v1alpha1.RemovalInProgress))))
+			},
+		},
+		{
+			name: "A K3s removal in flight whose member is not visible is confirmed through the backend by name and Node, then released",
+			prepare: func(s *scope) {
+				s.snapshot.SyntheticMemberIDs = true
+				deleting(s.machines[1])
+				s.cpe.Status.Removal = inProgress("cp-1", "", "m-cp-1")
+				dropMember(s, 2)
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.RemovedMembers).To(Equal([]etcd.Member{{Name: "cp-1", NodeName: "cp-1"}}))
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeFalse())
+				g.Expect(run.s.storedRemoval).To(HaveValue(And(HaveField("Result", v1alpha1.RemovalRemoved), HaveField("MemberID", BeEmpty()))))
+			},
+		},
+		{
+			name:    "Upgrade: a K3s record an earlier version wrote with its synthetic ID continues against the same member, and the ID is dropped",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{2: {State: etcd.RemovalInProgress, Reason: "waiting for K3s"}}},
+			prepare: func(s *scope) {
+				s.snapshot.SyntheticMemberIDs = true
+				deleting(s.machines[1])
+				// The ID is not the snapshot's on purpose: only the name and Node may decide.
+				s.cpe.Status.Removal = inProgress("cp-1", "1b57f0c2aa9d3e41", "m-cp-1")
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{2}), "the recorded member, and no other")
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeTrue())
+				g.Expect(run.s.storedRemoval).To(HaveValue(And(HaveField("Member", "cp-1"), HaveField("MemberID", BeEmpty()),
+					HaveField("StartTime", metav1.Time{Time: now.Add(-time.Second)}), HaveField("Result", v1alpha1.RemovalInProgress))))
+			},
+		},
+		{
+			name: "Upgrade: a K3s record with its synthetic ID whose member is gone is confirmed by name and Node before the hook goes",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{0: {State: etcd.RemovalInProgress,
+				Reason: "K3s claims removed-node-name; no evidence yet"}}},
+			prepare: func(s *scope) {
+				s.snapshot.SyntheticMemberIDs = true
+				deleting(s.machines[1])
+				s.cpe.Status.Removal = inProgress("cp-1", "1b57f0c2aa9d3e41", "m-cp-1")
+				dropMember(s, 2)
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.RemovedMembers).To(Equal([]etcd.Member{{Name: "cp-1", NodeName: "cp-1"}}))
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeTrue(), "no proof, no release")
+			},
+		},
+		{
+			name: "A K3s record InProgress for a Machine no longer held is closed as Released while its member, by name and Node, is there",
+			prepare: func(s *scope) {
+				s.snapshot.SyntheticMemberIDs = true
+				s.cpe.Status.Removal = inProgress("cp-1", "", "m-cp-9")
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.s.storedRemoval).To(HaveValue(And(HaveField("Result", v1alpha1.RemovalReleased), HaveField("EndTime", Not(BeNil())))))
 			},
 		},
 		{

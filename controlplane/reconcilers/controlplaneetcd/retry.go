@@ -135,8 +135,8 @@ func (r *Reconciler) restartRemoval(ctx context.Context, s *scope, m *clusterv1.
 	if asked, err := r.retryStillAsked(ctx, s, m); err != nil || !asked {
 		return err
 	}
-	if w, ok := s.backend.(etcd.RemovalWithdrawer); ok && rec.MemberID != "" {
-		member, err := recordedMember(*rec)
+	if w, ok := s.backend.(etcd.RemovalWithdrawer); ok {
+		member, err := recordedMember(*rec, s.snapshot.SyntheticMemberIDs)
 		if err == nil {
 			callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 			err = w.WithdrawRemoval(callCtx, member)

@@ -45,7 +45,7 @@ func memberStatuses(s *scope, members []etcd.MemberHealth) []v1alpha1.EtcdMember
 	for _, mh := range members {
 		m := mh.Member
 		ms := v1alpha1.EtcdMemberStatus{
-			Name: m.Name, ID: strconv.FormatUint(m.ID, 16), NodeName: m.NodeName,
+			Name: m.Name, ID: s.snapshot.EtcdMemberID(m.ID), NodeName: m.NodeName,
 			Role: role(s.snapshot, m), Health: v1alpha1.MemberHealth(mh.Health), Reason: memberReason(mh.Health), Message: mh.Message,
 		}
 		if machine := s.machineOnNode(m.NodeName); machine != nil {

@@ -112,6 +112,26 @@ func Test_setStatus(t *testing.T) {
 		g.Expect(conditions.Get(s.cpe, v1alpha1.EtcdClusterHealthyCondition).Reason).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
 		g.Expect(conditions.Get(s.cpe, v1alpha1.AvailableCondition).Status).To(Equal(metav1.ConditionUnknown))
 	})
+	t.Run("Members keep the etcd member IDs of a backend that sees etcd's, in hexadecimal", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		s.snapshot.Members[2].ID, s.snapshot.Evidence[2].MemberID = 0x8e9e05c52164694d, 0x8e9e05c52164694d
+		setStatus(s)
+		g.Expect(s.cpe.Status.Members).To(HaveEach(HaveField("ID", Not(BeEmpty()))))
+		g.Expect(s.cpe.Status.Members[2].ID).To(Equal("8e9e05c52164694d"))
+	})
+	t.Run("Members of a backend whose IDs are not etcd's (K3s) carry no ID, only their name and Node", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		s.snapshot.SyntheticMemberIDs, s.snapshot.LeaderID = true, 0
+		setStatus(s)
+		g.Expect(s.cpe.Status.Members).To(HaveLen(3))
+		for _, m := range s.cpe.Status.Members {
+			g.Expect(m.ID).To(BeEmpty(), "member %s", m.Name)
+			g.Expect(m.Name).NotTo(BeEmpty())
+			g.Expect(m.NodeName).NotTo(BeEmpty())
+		}
+	})
 	t.Run("Computing the status again from the same facts changes nothing", func(t *testing.T) {
 		g := NewWithT(t)
 		s := testScope(3, 2)
