@@ -326,15 +326,14 @@ func (s *scope) removalInFlight(m *clusterv1.Machine) *v1alpha1.MemberRemovalSta
 	return nil
 }
 
-// namesMember reports whether rec identifies a member the way the backend does: by etcd's member
-// ID, or, for a backend whose IDs are not etcd's, by name and Node. Without an observation (the
+// namesMember reports whether rec identifies a member: by etcd's member ID, or, for a backend
+// whose IDs are not etcd's (K3s records none), by name and Node. Without an observation (the
 // hand-back runs then too) the backend's way is not known, so either counts.
 func (s *scope) namesMember(rec *v1alpha1.MemberRemovalStatus) bool {
-	if s.snapshot == nil {
-		return rec.MemberID != "" || (rec.Member != "" && rec.NodeName != "")
+	if rec.MemberID != "" {
+		return true
 	}
-	_, err := recordedMember(*rec, s.snapshot.SyntheticMemberIDs)
-	return err == nil
+	return (s.snapshot == nil || s.snapshot.SyntheticMemberIDs) && rec.Member != "" && rec.NodeName != ""
 }
 
 // recordIsOf reports whether rec records the removal of member mb of this pass's observation: by
