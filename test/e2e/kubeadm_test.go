@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -60,6 +61,14 @@ var _ = Describe("kubeadm flavour", func() {
 		Expect(doomed).NotTo(BeNil(), "the leader %s must be on a Machine's Node", leader)
 		before := memberIDs(ctx, c)
 		doomedID := c.workload.Etcd.MemberOnNode(leader).ID()
+		By("status.members show etcd's own member IDs")
+		etcdIDs := map[string]string{}
+		for _, m := range c.workload.Etcd.Members() {
+			etcdIDs[m.Name()] = fmt.Sprintf("%x", m.ID())
+		}
+		for _, m := range c.status(ctx).Status.Members {
+			Expect(m.ID).To(Equal(etcdIDs[m.Name]), "member %s", m.Name)
+		}
 
 		Expect(mgmt.Client.Delete(ctx, doomed)).To(Succeed())
 		c.expectGone(ctx, doomed)
@@ -68,6 +77,10 @@ var _ = Describe("kubeadm flavour", func() {
 		Expect(memberIDs(ctx, c)).To(HaveLen(len(before) - 1))
 		Expect(c.status(ctx).Status.Leader).NotTo(Equal(leader))
 		Expect(eventReasons(ctx, doomed.Namespace, doomed.Name)).To(ContainElements(v1alpha1.EventLeaderMoved, v1alpha1.EventMemberRemoved, v1alpha1.EventHookReleased))
+		By("status.removal and the removal's Event show etcd's ID of the removed member")
+		Expect(c.status(ctx).Status.Removal).To(HaveValue(HaveField("MemberID", fmt.Sprintf("%x", doomedID))))
+		Expect(eventsAbout(ctx, doomed)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemoved),
+			HaveField("Message", ContainSubstring(fmt.Sprintf("(%x) of Node %s", doomedID, leader))))))
 	}, SpecTimeout(4*time.Minute))
 })
 
