@@ -56,7 +56,7 @@ var _ = Describe("The retry-removal annotation on a Machine whose member removal
 		By("a person asks for a retry: the member is removed, the hook released and the Machine deleted")
 		patchAnnotation(ctx, doomed, v1alpha1.RetryRemovalAnnotation, v1alpha1.AnnotationTrue)
 		Eventually(func(g Gomega) {
-			ids := memberIDs(ctx, c)
+			ids := memberIDsWith(ctx, g, c)
 			if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(doomed), &clusterv1.Machine{}); apierrors.IsNotFound(err) && slices.Contains(ids, member.ID()) {
 				StopTrying(fmt.Sprintf("Machine %s was deleted while its etcd member %x is still a member", doomed.Name, member.ID())).Now()
 			}
