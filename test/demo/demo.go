@@ -55,6 +55,8 @@ type Story struct {
 	Deletion []Milestone
 	// Removal is the K3s ControlPlaneEtcd's status.removal after the deletion.
 	Removal *v1alpha1.MemberRemovalStatus
+	// Events are the messages of the Events etcd-adapter recorded on the deleted K3s Machine.
+	Events []string
 	// SetupTime is how long the playground took to come up (assets built).
 	SetupTime time.Duration
 	// Total is how long Run took until the scenario ended.

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 )
 
 func TestMain(m *testing.M) {
@@ -68,5 +69,10 @@ func TestRun(t *testing.T) {
 	before(MilestoneHookReleased, MilestoneMachineGone)
 	g.Expect(story.Removal).NotTo(BeNil())
 	g.Expect(story.Removal.Result).To(Equal(v1alpha1.RemovalRemoved))
+	// K3s shows no etcd member IDs: the member is told by name and Node, never by the ID pkg/k3s
+	// keys it with, which is not the one etcd gave it.
+	g.Expect(story.Removal.MemberID).To(BeEmpty())
+	g.Expect(story.Events).To(ContainElement(ContainSubstring("etcd member " + story.Removal.Member + " of Node " + story.Removal.NodeName)))
+	g.Expect(story.Events).NotTo(ContainElement(ContainSubstring(fmt.Sprintf("%x", k3s.MemberID(story.Removal.Member)))))
 	g.Expect(story.Tables[4]).To(MatchRegexp(`(?m)^demo\s+k3s\s+k3s\s+k3s\s+Manage\s+2\s+2\s+`))
 }

@@ -164,6 +164,7 @@ func (d *demo) machineEvents(ctx context.Context, machine string) error {
 	}
 	for _, e := range mine {
 		d.say("  %-8s %-22s %s", e.Type, e.Reason, e.Message)
+		d.story.Events = append(d.story.Events, e.Message)
 	}
 	return nil
 }
