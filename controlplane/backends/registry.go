@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -14,18 +16,24 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/external"
 	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
 )
 
 // Registry hands out the etcd.Cluster of each CAPI Cluster. It is safe for concurrent use.
 type Registry struct {
-	// Client reads the management cluster (the etcd CA Secret of kubeadm Clusters).
+	// Client reads the management cluster (the etcd CA Secret of kubeadm Clusters, the
+	// KubeadmControlPlane and the Secrets of external etcd).
 	Client client.Reader
+	// RESTMapper maps a Cluster's spec.controlPlaneRef to a version, to read its
+	// KubeadmControlPlane for the external backend; nil fails every external backend.
+	RESTMapper meta.RESTMapper
 	// ClusterCache reaches the workload clusters.
 	ClusterCache clustercache.ClusterCache
-	// DialTimeout bounds one port-forward plus TLS handshake of the kubeadm backend; zero means
-	// kubeadm.DefaultDialTimeout.
+	// DialTimeout bounds one port-forward plus TLS handshake of the kubeadm backend, and one
+	// call (with its dial) to one member of the external backend; zero means
+	// kubeadm.DefaultDialTimeout and external.DefaultCallTimeout.
 	DialTimeout time.Duration
 	// Watchers are added to a workload cluster's cache next to the backend's own, every time a
 	// backend is handed out (the ClusterCache adds each name once per connection).
@@ -40,13 +48,21 @@ type entry struct {
 	cluster etcd.Cluster
 	// conn identifies the ClusterCache connection a K3s backend was built on: its clients and
 	// informer change on reconnect, and the backend must be rebuilt with them.
-	conn   client.Client
-	closer func() error
+	conn client.Client
+	// endpoints are the external etcd endpoints an external backend was built with: it asks
+	// only those (and the members they report), so a changed list needs a new backend.
+	endpoints string
+	closer    func() error
 }
 
 // For returns the etcd.Cluster of the Cluster, reached with the given backend. Errors from an
 // unconnected workload cluster wrap etcd.ErrUnreachable.
 func (r *Registry) For(ctx context.Context, cluster *clusterv1.Cluster, backend v1alpha1.Backend) (etcd.Cluster, error) {
+	if backend == v1alpha1.BackendExternal {
+		// Note: the external backend reaches etcd with no workload apiserver in between, so it
+		// needs no connection to the workload cluster (and adds no watch to one).
+		return r.external(ctx, cluster)
+	}
 	key := client.ObjectKeyFromObject(cluster)
 	if err := r.watch(ctx, key, r.Watchers...); err != nil {
 		return nil, err
@@ -73,10 +89,14 @@ func (r *Registry) Forget(uid types.UID) error {
 }
 
 func (r *Registry) lookup(uid types.UID, backend v1alpha1.Backend, conn client.Client) (etcd.Cluster, *entry) {
+	return r.lookupEndpoints(uid, backend, conn, "")
+}
+
+func (r *Registry) lookupEndpoints(uid types.UID, backend v1alpha1.Backend, conn client.Client, endpoints string) (etcd.Cluster, *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entries[uid]
-	if e != nil && e.backend == backend && e.conn == conn {
+	if e != nil && e.backend == backend && e.conn == conn && e.endpoints == endpoints {
 		return e.cluster, nil
 	}
 	return nil, e
@@ -106,6 +126,52 @@ func (r *Registry) kubeadm(cluster *clusterv1.Cluster) (etcd.Cluster, error) {
 		return nil, fmt.Errorf("failed to create the kubeadm etcd backend of Cluster %s: %w", key, err)
 	}
 	r.store(cluster.UID, &entry{backend: v1alpha1.BackendKubeadm, cluster: b, closer: b.Close})
+	return b, nil
+}
+
+// external returns the external backend of a Cluster whose KubeadmControlPlane has
+// clusterConfiguration.etcd.external: it dials the endpoints listed there, with the Secrets
+// pkg/external reads. The KubeadmControlPlane is read on every call, so an edited endpoint list
+// takes effect on the next observation (with a new backend). A Cluster whose control plane is not
+// a KubeadmControlPlane with external etcd, or whose KubeadmControlPlane is gone, is an error
+// wrapping etcd.ErrInvalidInput that says so: the endpoints are never guessed.
+func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (etcd.Cluster, error) {
+	key := client.ObjectKeyFromObject(cluster)
+	ref := cluster.Spec.ControlPlaneRef
+	switch {
+	case r.RESTMapper == nil:
+		return nil, fmt.Errorf("%w: the external etcd backend of Cluster %s needs a RESTMapper to read its control plane", etcd.ErrInvalidInput, key)
+	case ref.Kind != KubeadmControlPlaneKind:
+		return nil, fmt.Errorf("%w: backend %s reads its endpoints from a KubeadmControlPlane's spec.kubeadmConfigSpec.clusterConfiguration.etcd.external, and Cluster %s's spec.controlPlaneRef is %q %q",
+			etcd.ErrInvalidInput, v1alpha1.BackendExternal, key, ref.Kind, ref.Name)
+	}
+	obj, err := ReadControlPlane(ctx, r.Client, r.RESTMapper, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s does not exist (or its kind is not installed); the external etcd endpoints are read from it",
+			etcd.ErrInvalidInput, ref.Name, key)
+	}
+	kcp, err := KubeadmEtcdOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if !kcp.External {
+		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set); use backend %s",
+			etcd.ErrInvalidInput, ref.Name, key, v1alpha1.BackendKubeadm)
+	}
+	endpoints := strings.Join(kcp.Endpoints, ",")
+	if c, old := r.lookupEndpoints(cluster.UID, v1alpha1.BackendExternal, nil, endpoints); c != nil {
+		return c, nil
+	} else if old != nil {
+		_ = r.Forget(cluster.UID)
+	}
+	b, err := external.New(external.Config{Cluster: key, Endpoints: kcp.Endpoints, Client: r.Client, CallTimeout: r.DialTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the external etcd backend of Cluster %s: %w", key, err)
+	}
+	r.store(cluster.UID, &entry{backend: v1alpha1.BackendExternal, cluster: b, endpoints: endpoints, closer: b.Close})
 	return b, nil
 }
 
