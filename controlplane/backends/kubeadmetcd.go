@@ -31,7 +31,8 @@ type KubeadmEtcd struct {
 
 // KubeadmEtcdOf reads how the KubeadmControlPlane obj runs etcd. An external etcd without
 // endpoints, or with endpoints that are not a list of strings, is an error wrapping
-// etcd.ErrInvalidInput: which etcd the Cluster uses is then not known, and nothing is guessed.
+// etcd.ErrInvalidInput (with External still true): which members to ask is then not known, and
+// nothing is guessed.
 func KubeadmEtcdOf(obj *unstructured.Unstructured) (KubeadmEtcd, error) {
 	ext, found, err := unstructured.NestedFieldNoCopy(obj.Object, externalEtcdPath...)
 	if err != nil {
@@ -43,11 +44,11 @@ func KubeadmEtcdOf(obj *unstructured.Unstructured) (KubeadmEtcd, error) {
 	}
 	endpoints, _, err := unstructured.NestedStringSlice(obj.Object, append(externalEtcdPath, "endpoints")...)
 	if err != nil {
-		return KubeadmEtcd{}, fmt.Errorf("%w: KubeadmControlPlane %s: spec.kubeadmConfigSpec.clusterConfiguration.etcd.external.endpoints is not a list of URLs: %w",
+		return KubeadmEtcd{External: true}, fmt.Errorf("%w: KubeadmControlPlane %s: spec.kubeadmConfigSpec.clusterConfiguration.etcd.external.endpoints is not a list of URLs: %w",
 			etcd.ErrInvalidInput, client.ObjectKeyFromObject(obj), err)
 	}
 	if len(endpoints) == 0 {
-		return KubeadmEtcd{}, fmt.Errorf("%w: KubeadmControlPlane %s: spec.kubeadmConfigSpec.clusterConfiguration.etcd.external lists no endpoints",
+		return KubeadmEtcd{External: true}, fmt.Errorf("%w: KubeadmControlPlane %s: spec.kubeadmConfigSpec.clusterConfiguration.etcd.external lists no endpoints",
 			etcd.ErrInvalidInput, client.ObjectKeyFromObject(obj))
 	}
 	return KubeadmEtcd{External: true, Endpoints: endpoints}, nil

@@ -58,6 +58,7 @@ func TestKubeadmEtcdOf(t *testing.T) {
 			if tt.wantError != "" {
 				g.Expect(err).To(MatchError(etcd.ErrInvalidInput))
 				g.Expect(err).To(MatchError(ContainSubstring(tt.wantError)))
+				g.Expect(got.External).To(BeTrue(), "it is external etcd, only its endpoints are unusable")
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
