@@ -211,7 +211,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := r.watchNodes(ctx, s); err != nil {
 		ctrl.LoggerFrom(ctx).V(4).Info("Not watching workload Nodes yet", "err", err.Error())
 	}
-	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
+	if !s.manages() {
 		return r.handBackMachines(ctx, s)
 	}
 	if err := r.ensureHooks(ctx, s); err != nil {

@@ -99,6 +99,34 @@ func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluste
 	return obj, nil
 }
 
+// manages reports whether this pass acts on membership: mode Manage, with a backend whose members
+// run on the control-plane Machines. Manage on an external etcd (which the CRD refuses, but an
+// object stored under an older CRD may ask) is observed only, and Progressing says so: no
+// control-plane Machine deletion removes a member there, so a hook would wait for nothing.
+func (s *scope) manages() bool {
+	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
+		return false
+	}
+	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+		s.progressing = &metav1.Condition{Type: v1alpha1.ProgressingCondition, Status: metav1.ConditionFalse,
+			Reason:  v1alpha1.ProgressingModeNotSupportedReason,
+			Message: fmt.Sprintf("Mode %s is not supported for backend %s: its members run on no control-plane Machine; etcd is only observed", v1alpha1.ModeManage, s.cpe.Spec.Backend)}
+		return false
+	}
+	return true
+}
+
+// healthInput is what the health verdicts of this pass are computed from. The members of an
+// external etcd run on no control-plane Machine, so the Machines are left out and no member is a
+// ghost for lacking one.
+func (s *scope) healthInput() etcd.HealthInput {
+	in := etcd.HealthInput{Snapshot: s.snapshot, ObserveErr: s.observeErr, Machines: s.machineFacts(), Now: s.now}
+	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+		in.Machines, in.MembersOffMachines = nil, true
+	}
+	return in
+}
+
 // machineFacts are the decision inputs of every control-plane Machine.
 func (s *scope) machineFacts() []etcd.Machine {
 	out := make([]etcd.Machine, 0, len(s.machines))
@@ -108,8 +136,12 @@ func (s *scope) machineFacts() []etcd.Machine {
 	return out
 }
 
-// machineOnNode returns the control-plane Machine whose Node is node.
+// machineOnNode returns the control-plane Machine whose Node is node; none for a backend whose
+// members run on no control-plane Machine (an external member's NodeName is its own host name).
 func (s *scope) machineOnNode(node string) *clusterv1.Machine {
+	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+		return nil
+	}
 	for _, m := range s.machines {
 		if node != "" && m.Status.NodeRef.Name == node {
 			return m

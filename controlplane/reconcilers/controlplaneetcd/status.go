@@ -18,7 +18,7 @@ import (
 // that learned nothing new leaves the object unchanged and the patch is empty.
 func setStatus(s *scope) {
 	st := &s.cpe.Status
-	verdict := etcd.AssessHealth(etcd.HealthInput{Snapshot: s.snapshot, ObserveErr: s.observeErr, Machines: s.machineFacts(), Now: s.now})
+	verdict := etcd.AssessHealth(s.healthInput())
 	conditions.Set(s.cpe, verdict.Cluster)
 	if s.snapshot == nil {
 		markMembersUnknown(st, verdict.Cluster)

@@ -144,3 +144,39 @@ func TestReconciler_newScope_observationInterval(t *testing.T) {
 	s.wantRequeue(time.Second)
 	g.Expect(s.requeue().RequeueAfter).To(Equal(time.Second), "a phase's shorter wait wins")
 }
+
+// Test_setStatus_external: an external etcd's members run on no control-plane Machine. The
+// control-plane Machines (here with Nodes named like the members) are neither matched to members
+// nor held against them, and Manage is observed only, saying why.
+func Test_setStatus_external(t *testing.T) {
+	t.Run("External members are healthy with no Machine and are matched to no control-plane Machine", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		s.cpe.Spec.Backend = v1alpha1.BackendExternal
+		setStatus(s)
+		g.Expect(conditions.IsTrue(s.cpe, v1alpha1.EtcdClusterHealthyCondition)).To(BeTrue(), conditions.Get(s.cpe, v1alpha1.EtcdClusterHealthyCondition).Message)
+		for _, m := range s.cpe.Status.Members {
+			g.Expect(m.MachineName).To(BeEmpty(), "member %s", m.Name)
+		}
+		g.Expect(s.cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(3)))
+	})
+	t.Run("A member down is still reported unhealthy", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3, 2)
+		s.cpe.Spec.Backend = v1alpha1.BackendExternal
+		setStatus(s)
+		g.Expect(conditions.IsFalse(s.cpe, v1alpha1.EtcdClusterHealthyCondition)).To(BeTrue())
+		g.Expect(s.cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(2)))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.DegradedCondition).Message).To(ContainSubstring("cp-2"))
+	})
+	t.Run("Mode Manage on external etcd is observed only, and Progressing says why", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		s.cpe.Spec.Backend, s.cpe.Spec.Mode = v1alpha1.BackendExternal, v1alpha1.ModeManage
+		g.Expect(s.manages()).To(BeFalse())
+		setStatus(s)
+		p := conditions.Get(s.cpe, v1alpha1.ProgressingCondition)
+		g.Expect(p.Reason).To(Equal(v1alpha1.ProgressingModeNotSupportedReason))
+		g.Expect(p.Message).To(ContainSubstring("Mode Manage is not supported for backend external"))
+	})
+}

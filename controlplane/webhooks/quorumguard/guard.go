@@ -212,6 +212,11 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 		return allowed(err.Error())
 	case cpe == nil:
 		return allowed("the Cluster has no ControlPlaneEtcd")
+	case !cpe.Spec.Backend.HostsMembersOnControlPlaneMachines():
+		// Note: an external etcd's members run on no control-plane Machine (KubeadmControlPlane
+		// with clusterConfiguration.etcd.external), so deleting one removes no member, whatever
+		// etcd's health; its members are not matched to these Machines by name or address.
+		return allowed(fmt.Sprintf("ControlPlaneEtcd %s has backend %s: its members run on no control-plane Machine, so deleting one removes no etcd member", cpe.Name, cpe.Spec.Backend))
 	}
 	deleting, err := g.controlPlaneDeleting(ctx, cluster)
 	if err != nil {
