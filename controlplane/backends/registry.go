@@ -31,9 +31,11 @@ type Registry struct {
 	RESTMapper meta.RESTMapper
 	// ClusterCache reaches the workload clusters.
 	ClusterCache clustercache.ClusterCache
-	// DialTimeout bounds one port-forward plus TLS handshake of the kubeadm backend, and one
-	// call (with its dial) to one member of the external backend; zero means
-	// kubeadm.DefaultDialTimeout and external.DefaultCallTimeout.
+	// DialTimeout bounds one port-forward plus TLS handshake of the kubeadm backend; zero means
+	// kubeadm.DefaultDialTimeout. The external backend bounds each call to a member with
+	// external.DefaultCallTimeout (5 s): it asks a member up to three times per observation
+	// (TLS probe, member list, Status), and the three stay within the manager's default
+	// observation timeout (--etcd-call-timeout, 15 s).
 	DialTimeout time.Duration
 	// Watchers are added to a workload cluster's cache next to the backend's own, every time a
 	// backend is handed out (the ClusterCache adds each name once per connection).
@@ -167,7 +169,7 @@ func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (et
 	} else if old != nil {
 		_ = r.Forget(cluster.UID)
 	}
-	b, err := external.New(external.Config{Cluster: key, Endpoints: kcp.Endpoints, Client: r.Client, CallTimeout: r.DialTimeout})
+	b, err := external.New(external.Config{Cluster: key, Endpoints: kcp.Endpoints, Client: r.Client})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the external etcd backend of Cluster %s: %w", key, err)
 	}
