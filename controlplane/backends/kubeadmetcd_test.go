@@ -79,7 +79,7 @@ func TestRegistry_For_external(t *testing.T) {
 		{name: "A KubeadmControlPlane that does not exist is bad input that names it", kind: KubeadmControlPlaneKind,
 			wantError: "KubeadmControlPlane c of Cluster ns/c does not exist"},
 		{name: "A KubeadmControlPlane with stacked etcd is bad input that names the right backend", kind: KubeadmControlPlaneKind, objs: []client.Object{kcpWithEtcd(nil)},
-			wantError: "runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set); use backend kubeadm"},
+			wantError: "runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set) and the Cluster owns no EtcdadmCluster; use backend kubeadm"},
 		{name: "External etcd without endpoints is bad input", kind: KubeadmControlPlaneKind,
 			objs: []client.Object{kcpWithEtcd(map[string]any{"external": map[string]any{"caFile": "/ca.crt"}})}, wantError: "lists no endpoints"},
 		{name: "Another control-plane kind is bad input", kind: "KThreesControlPlane", wantError: `spec.controlPlaneRef is "KThreesControlPlane" "c"`},

@@ -131,20 +131,52 @@ func (r *Registry) kubeadm(cluster *clusterv1.Cluster) (etcd.Cluster, error) {
 	return b, nil
 }
 
-// external returns the external backend of a Cluster whose KubeadmControlPlane has
-// clusterConfiguration.etcd.external: it dials the endpoints listed there, with the Secrets
-// pkg/external reads. The KubeadmControlPlane is read on every call, so an edited endpoint list
-// takes effect on the next observation (with a new backend). A Cluster whose control plane is not
-// a KubeadmControlPlane with external etcd, or whose KubeadmControlPlane is gone, is an error
-// wrapping etcd.ErrInvalidInput that says so: the endpoints are never guessed.
+// external returns the external backend of a Cluster that owns an EtcdadmCluster or whose
+// KubeadmControlPlane has clusterConfiguration.etcd.external: it dials the endpoints listed there
+// (externalEndpoints), with the Secrets pkg/external reads. They are read on every call, so a
+// changed endpoint list takes effect on the next observation (with a new backend). A Cluster with
+// neither, or whose EtcdadmCluster has no endpoints yet, is an error wrapping
+// etcd.ErrInvalidInput that says so: the endpoints are never guessed.
 func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (etcd.Cluster, error) {
 	key := client.ObjectKeyFromObject(cluster)
-	ref := cluster.Spec.ControlPlaneRef
-	switch {
-	case r.RESTMapper == nil:
+	if r.RESTMapper == nil {
 		return nil, fmt.Errorf("%w: the external etcd backend of Cluster %s needs a RESTMapper to read its control plane", etcd.ErrInvalidInput, key)
+	}
+	endpoints, err := r.externalEndpoints(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	joined := strings.Join(endpoints, ",")
+	if c, old := r.lookupEndpoints(cluster.UID, v1alpha1.BackendExternal, nil, joined); c != nil {
+		return c, nil
+	} else if old != nil {
+		_ = r.Forget(cluster.UID)
+	}
+	b, err := external.New(external.Config{Cluster: key, Endpoints: endpoints, Client: r.Client})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the external etcd backend of Cluster %s: %w", key, err)
+	}
+	r.store(cluster.UID, &entry{backend: v1alpha1.BackendExternal, cluster: b, endpoints: joined, closer: b.Close})
+	return b, nil
+}
+
+// externalEndpoints are the client URLs of the Cluster's external etcd: the status.endpoints of
+// the EtcdadmCluster it owns when it owns one (the etcdadm controller keeps them current as it
+// replaces etcd Machines, and a fork's KubeadmControlPlane copies them from there), else its
+// KubeadmControlPlane's clusterConfiguration.etcd.external.endpoints.
+func (r *Registry) externalEndpoints(ctx context.Context, cluster *clusterv1.Cluster) ([]string, error) {
+	key := client.ObjectKeyFromObject(cluster)
+	ref := cluster.Spec.ControlPlaneRef
+	ec, err := FindEtcdadmCluster(ctx, r.Client, r.RESTMapper, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if ec != nil {
+		return EtcdadmEndpointsOf(ec)
+	}
+	switch {
 	case ref.Kind != KubeadmControlPlaneKind:
-		return nil, fmt.Errorf("%w: backend %s reads its endpoints from a KubeadmControlPlane's spec.kubeadmConfigSpec.clusterConfiguration.etcd.external, and Cluster %s's spec.controlPlaneRef is %q %q",
+		return nil, fmt.Errorf("%w: backend %s reads its endpoints from the EtcdadmCluster the Cluster owns or from a KubeadmControlPlane's spec.kubeadmConfigSpec.clusterConfiguration.etcd.external; Cluster %s owns no EtcdadmCluster and its spec.controlPlaneRef is %q %q",
 			etcd.ErrInvalidInput, v1alpha1.BackendExternal, key, ref.Kind, ref.Name)
 	}
 	obj, err := ReadControlPlane(ctx, r.Client, r.RESTMapper, cluster)
@@ -152,7 +184,7 @@ func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (et
 		return nil, err
 	}
 	if obj == nil {
-		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s does not exist (or its kind is not installed); the external etcd endpoints are read from it",
+		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s does not exist (or its kind is not installed), and the Cluster owns no EtcdadmCluster; the external etcd endpoints are read from one of them",
 			etcd.ErrInvalidInput, ref.Name, key)
 	}
 	kcp, err := KubeadmEtcdOf(obj)
@@ -160,21 +192,10 @@ func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (et
 		return nil, err
 	}
 	if !kcp.External {
-		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set); use backend %s",
+		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set) and the Cluster owns no EtcdadmCluster; use backend %s",
 			etcd.ErrInvalidInput, ref.Name, key, v1alpha1.BackendKubeadm)
 	}
-	endpoints := strings.Join(kcp.Endpoints, ",")
-	if c, old := r.lookupEndpoints(cluster.UID, v1alpha1.BackendExternal, nil, endpoints); c != nil {
-		return c, nil
-	} else if old != nil {
-		_ = r.Forget(cluster.UID)
-	}
-	b, err := external.New(external.Config{Cluster: key, Endpoints: kcp.Endpoints, Client: r.Client})
-	if err != nil {
-		return nil, fmt.Errorf("failed to create the external etcd backend of Cluster %s: %w", key, err)
-	}
-	r.store(cluster.UID, &entry{backend: v1alpha1.BackendExternal, cluster: b, endpoints: endpoints, closer: b.Close})
-	return b, nil
+	return kcp.Endpoints, nil
 }
 
 func (r *Registry) k3s(ctx context.Context, cluster *clusterv1.Cluster, backend v1alpha1.Backend) (etcd.Cluster, error) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // DefaultSpec is the backend and mode a ControlPlaneEtcd gets when this controller creates it.
@@ -163,16 +164,22 @@ type ControlPlaneFacts struct {
 	// ExternalEtcd is true for a KubeadmControlPlane with
 	// spec.kubeadmConfigSpec.clusterConfiguration.etcd.external.
 	ExternalEtcd bool
+	// EtcdadmCluster is true when the Cluster owns an EtcdadmCluster (backends.FindEtcdadmCluster):
+	// its etcd runs on the etcdadm provider's etcd Machines.
+	EtcdadmCluster bool
 }
 
 // DefaultWith is the ControlPlaneEtcd a Cluster with a default (DefaultFor) gets, given its
-// control plane: a KubeadmControlPlane with external etcd gets backend external in Observe, any
-// other KubeadmControlPlane backend kubeadm. A KubeadmControlPlane that cannot be read yet gives
+// control plane: a Cluster that owns an EtcdadmCluster, or whose KubeadmControlPlane has external
+// etcd, gets backend external in Observe; any other KubeadmControlPlane backend kubeadm. A KubeadmControlPlane that cannot be read yet gives
 // no default, and wait says why: a kubeadm ControlPlaneEtcd for an external etcd would report
 // every member unreachable, and the creation controller never changes the spec of one it made.
 // It is pure.
 func DefaultWith(cluster *clusterv1.Cluster, cp ControlPlaneFacts) (d DefaultSpec, wait string) {
 	d, _ = DefaultFor(cluster)
+	if cp.EtcdadmCluster {
+		return externalDefault, ""
+	}
 	ref := cluster.Spec.ControlPlaneRef
 	if ref.Kind != backends.KubeadmControlPlaneKind {
 		return d, ""
@@ -186,9 +193,21 @@ func DefaultWith(cluster *clusterv1.Cluster, cp ControlPlaneFacts) (d DefaultSpe
 	return d, ""
 }
 
-// controlPlaneFacts reads the Cluster's KubeadmControlPlane (through the manager's cache, which
-// Cluster API's client options extend to unstructured objects). Other kinds need nothing read.
+// controlPlaneFacts looks for an EtcdadmCluster the Cluster owns, then reads the Cluster's
+// KubeadmControlPlane (through the manager's client, which reads unstructured objects from the
+// apiserver). Other kinds need nothing more read.
 func (r *Reconciler) controlPlaneFacts(ctx context.Context, cluster *clusterv1.Cluster) (ControlPlaneFacts, error) {
+	ec, err := backends.FindEtcdadmCluster(ctx, r.Client, r.Client.RESTMapper(), cluster)
+	switch {
+	case errors.Is(err, etcd.ErrInvalidInput):
+		// Note: a Cluster that owns two EtcdadmClusters has external etcd either way; its
+		// ControlPlaneEtcd reports which ones, and observes neither.
+		return ControlPlaneFacts{Read: true, EtcdadmCluster: true}, nil
+	case err != nil:
+		return ControlPlaneFacts{}, err
+	case ec != nil:
+		return ControlPlaneFacts{Read: true, EtcdadmCluster: true}, nil
+	}
 	if cluster.Spec.ControlPlaneRef.Kind != backends.KubeadmControlPlaneKind {
 		return ControlPlaneFacts{}, nil
 	}
