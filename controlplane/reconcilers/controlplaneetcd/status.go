@@ -48,7 +48,7 @@ func memberStatuses(s *scope, members []etcd.MemberHealth) []v1alpha1.EtcdMember
 			Name: m.Name, ID: strconv.FormatUint(m.ID, 16), NodeName: m.NodeName,
 			Role: role(s.snapshot, m), Health: v1alpha1.MemberHealth(mh.Health), Reason: memberReason(mh.Health), Message: mh.Message,
 		}
-		if machine := s.machineOnNode(m.NodeName); machine != nil {
+		if machine := s.machineOfMember(m); machine != nil {
 			ms.MachineName = machine.Name
 		}
 		if ev, ok := s.snapshot.EvidenceFor(m.ID); ok {

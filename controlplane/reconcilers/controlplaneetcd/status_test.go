@@ -180,3 +180,47 @@ func Test_setStatus_external(t *testing.T) {
 		g.Expect(p.Message).To(ContainSubstring("Mode Manage is not supported for backend external"))
 	})
 }
+
+func Test_setStatus_etcdadm(t *testing.T) {
+	// etcdadmScope is an external etcd whose members (named after their hosts, as etcdadm names
+	// them, not after the Machines) run on the EtcdadmCluster's etcd Machines, found by peer URL.
+	etcdadmScope := func(addresses ...string) *scope {
+		s := testScope(3)
+		s.cpe.Spec.Backend = v1alpha1.BackendExternal
+		s.machines = nil
+		for i := range s.snapshot.Members {
+			s.snapshot.Members[i].Name = fmt.Sprintf("etcd-host-%d", i)
+			s.snapshot.Members[i].NodeName = ""
+			s.snapshot.Members[i].PeerURLs = []string{fmt.Sprintf("https://10.0.0.%d:2380", i)}
+		}
+		for i, a := range addresses {
+			s.etcdMachines = append(s.etcdMachines, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("etcd-m-%d", i)},
+				Status: clusterv1.MachineStatus{Addresses: clusterv1.MachineAddresses{{Type: clusterv1.MachineInternalIP, Address: a}}}})
+		}
+		return s
+	}
+	t.Run("Each member is bound to the etcd Machine its peer URL's host is an address of", func(t *testing.T) {
+		g := NewWithT(t)
+		s := etcdadmScope("10.0.0.2", "10.0.0.0", "10.0.0.1")
+		setStatus(s)
+		got := map[string]string{}
+		for _, m := range s.cpe.Status.Members {
+			got[m.Name] = m.MachineName
+		}
+		g.Expect(got).To(Equal(map[string]string{"etcd-host-0": "etcd-m-1", "etcd-host-1": "etcd-m-2", "etcd-host-2": "etcd-m-0"}))
+		g.Expect(conditions.IsTrue(s.cpe, v1alpha1.EtcdClusterHealthyCondition)).To(BeTrue(), conditions.Get(s.cpe, v1alpha1.EtcdClusterHealthyCondition).Message)
+	})
+	t.Run("A member whose host is no etcd Machine's address is bound to none", func(t *testing.T) {
+		g := NewWithT(t)
+		s := etcdadmScope("10.0.0.0", "10.0.0.1")
+		setStatus(s)
+		g.Expect(s.cpe.Status.Members[2].Name).To(Equal("etcd-host-2"))
+		g.Expect(s.cpe.Status.Members[2].MachineName).To(BeEmpty())
+	})
+	t.Run("A member two etcd Machines claim (a reused address) is bound to neither, not guessed", func(t *testing.T) {
+		g := NewWithT(t)
+		s := etcdadmScope("10.0.0.0", "10.0.0.0")
+		setStatus(s)
+		g.Expect(s.cpe.Status.Members[0].MachineName).To(BeEmpty())
+	})
+}
