@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -28,7 +30,7 @@ import (
 // updateStatus). etcd is real (3 TLS members, each on its own loopback address standing for its
 // Machine's address), and Cluster API's own Machine controller runs the etcd Machines.
 var _ = Describe("External etcd of an EtcdadmCluster", func() {
-	It("gets an external ControlPlaneEtcd in Observe that reads status.endpoints, says why while there are none, and binds each member to its etcd Machine", func(ctx SpecContext) {
+	It("gets an external ControlPlaneEtcd in Observe that reads status.endpoints, says why while there are none, binds each member to its etcd Machine, and guards the etcd Machines' deletion", func(ctx SpecContext) {
 		By("a real 3-member TLS etcd, each member on its own address, and the Secrets of the Cluster's external etcd")
 		ips := []string{"127.0.0.41", "127.0.0.42", "127.0.0.43"}
 		specs := etcdcluster.Nodes("etcdadm", 3)
@@ -119,6 +121,32 @@ var _ = Describe("External etcd of an EtcdadmCluster", func() {
 			g.Expect(got.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(3)))
 			g.Expect(conditionStatus(got, v1alpha1.EtcdClusterHealthyCondition)).To(Equal(metav1.ConditionTrue), fmt.Sprint(findCondition(got, v1alpha1.EtcdClusterHealthyCondition)))
 		}, reconcileTimeout).Should(Succeed())
+
+		By("a member stops: deleting the etcd Machine of a healthy member is refused by the quorum guard")
+		stopped := etcdc.Members()[2]
+		Expect(etcdc.StopMember(ctx, stopped.Name())).To(Succeed())
+		Eventually(func() string { return guardVerdict(ctx, machines[0]) }, reconcileTimeout).Should(ContainSubstring("would lose etcd quorum"))
+		Expect(guardVerdict(ctx, machines[1])).To(ContainSubstring("would lose etcd quorum"))
+
+		By("as the etcdadm controller scales down (controllers/scale.go removeEtcdMemberAndDeleteMachine): the stopped member is removed by its peer URL, then its Machine is deleted; the guard lets it through")
+		cli, err := etcdc.Members()[0].NewClient(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cli.Close)
+		list, err := cli.MemberList(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		var removeID uint64
+		for _, m := range list.Members {
+			if slices.Contains(m.PeerURLs, stopped.PeerURL()) {
+				removeID = m.ID
+			}
+		}
+		Expect(removeID).NotTo(BeZero())
+		_, err = cli.MemberRemove(ctx, removeID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(deleteMachine(ctx, machines[2])).To(BeEmpty(), "no warning: the Machine hosts no member any more")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(machines[2]), &clusterv1.Machine{}))
+		}, reconcileTimeout).Should(BeTrue(), "Cluster API's Machine controller deletes the etcd Machine")
 	})
 })
 
