@@ -194,8 +194,8 @@ func DefaultWith(cluster *clusterv1.Cluster, cp ControlPlaneFacts) (d DefaultSpe
 }
 
 // controlPlaneFacts looks for an EtcdadmCluster the Cluster owns, then reads the Cluster's
-// KubeadmControlPlane (through the manager's client, which reads unstructured objects from the
-// apiserver). Other kinds need nothing more read.
+// KubeadmControlPlane, both through the manager's cache (Cluster API's client options extend it to
+// unstructured objects). Other kinds need nothing more read.
 func (r *Reconciler) controlPlaneFacts(ctx context.Context, cluster *clusterv1.Cluster) (ControlPlaneFacts, error) {
 	ec, err := backends.FindEtcdadmCluster(ctx, r.Client, r.Client.RESTMapper(), cluster)
 	switch {
