@@ -70,6 +70,7 @@ func TestGuard_etcdadm(t *testing.T) {
 		ecDeleting  bool
 		wantAllowed bool
 		wantMessage string
+		wantWarning string
 	}{
 		{name: "Deleting an etcd Machine whose member is healthy while another member is down is refused",
 			snapshot: func() *etcd.Snapshot { return broken(etcdadmSnapshot(3), 1) }, machines: 3, delete: etcdMachine(0, "c-etcd"),
@@ -83,7 +84,10 @@ func TestGuard_etcdadm(t *testing.T) {
 			wantMessage: "would remove the last etcd member of Cluster c"},
 		{name: "Deleting the last etcd Machine with an address while etcd cannot be observed is refused",
 			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable), machines: 1, delete: etcdMachine(0, "c-etcd"),
-			wantMessage: "would remove the last etcd member of Cluster c"},
+			wantMessage: "every other etcd Machine with an address is being deleted"},
+		{name: "Deleting one of several etcd Machines while etcd cannot be observed is let through with a warning",
+			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable), machines: 3, delete: etcdMachine(0, "c-etcd"),
+			wantAllowed: true, wantWarning: "etcd health of Cluster c is unknown"},
 		{name: "An etcd Machine of an EtcdadmCluster the Cluster does not own is let through",
 			snapshot: func() *etcd.Snapshot { return broken(etcdadmSnapshot(3), 1) }, machines: 3, delete: etcdMachine(0, "other-etcd"), wantAllowed: true},
 		{name: "The etcd Machines of an EtcdadmCluster being deleted are let through, as the etcdadm controller deletes them all",
@@ -126,6 +130,10 @@ func TestGuard_etcdadm(t *testing.T) {
 			g.Expect(resp.Allowed).To(Equal(tt.wantAllowed), "%v", resp.Result)
 			if !tt.wantAllowed {
 				g.Expect(resp.Result.Message).To(ContainSubstring(tt.wantMessage))
+				return
+			}
+			if tt.wantWarning != "" {
+				g.Expect(resp.Warnings).To(ConsistOf(ContainSubstring(tt.wantWarning)))
 				return
 			}
 			g.Expect(resp.Warnings).To(BeEmpty())

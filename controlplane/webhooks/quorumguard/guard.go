@@ -298,8 +298,12 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	if err != nil {
 		_, byAddress := m.Labels[backends.EtcdClusterLabel]
 		if lastEtcdMachine(all, underWay, m, byAddress) {
+			others := "control-plane Machine with a Node"
+			if byAddress {
+				others = "etcd Machine with an address"
+			}
 			return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along,
-				fmt.Sprintf("etcd could not be observed (%v), and every other control-plane Machine with a Node is being deleted", err)))
+				fmt.Sprintf("etcd could not be observed (%v), and every other %s is being deleted", err, others)))
 		}
 		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedHealthUnknown,
 			fmt.Sprintf("etcd health of Cluster %s is unknown (%v); deleting Machine %s%s may lose etcd quorum", cluster.Name, err, m.Name, along))
