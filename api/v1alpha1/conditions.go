@@ -151,6 +151,10 @@ const (
 	// ProgressingRemovalTimedOutReason: a removal waited longer than spec.memberRemovalTimeout.
 	ProgressingRemovalTimedOutReason = "MemberRemovalTimedOut"
 
+	// ProgressingModeNotSupportedReason: the ControlPlaneEtcd asks for mode Manage with a backend
+	// whose members run on no control-plane Machine (external); it is observed only.
+	ProgressingModeNotSupportedReason = "ModeNotSupported"
+
 	// ProgressingReconciledReason: no membership change is under way.
 	ProgressingReconciledReason = "Reconciled"
 )

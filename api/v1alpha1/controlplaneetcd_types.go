@@ -10,7 +10,7 @@ import (
 const ControlPlaneEtcdKind = "ControlPlaneEtcd"
 
 // Backend names how a control plane's etcd is reached.
-// +kubebuilder:validation:Enum=kubeadm;k3s;rke2
+// +kubebuilder:validation:Enum=kubeadm;k3s;rke2;external
 type Backend string
 
 // Backends.
@@ -23,7 +23,17 @@ const (
 	// BackendRKE2 is RKE2 embedded etcd, the K3s contract under etcd.rke2.cattle.io keys
 	// (RKE2ControlPlane).
 	BackendRKE2 Backend = "rke2"
+	// BackendExternal is etcd outside the control-plane Machines, reached with clientv3 dialled
+	// directly to each member (a KubeadmControlPlane with
+	// spec.kubeadmConfigSpec.clusterConfiguration.etcd.external). Its members run on no
+	// control-plane Machine, so it supports mode Observe only.
+	BackendExternal Backend = "external"
 )
+
+// HostsMembersOnControlPlaneMachines reports whether the backend's etcd members run on the
+// Cluster's control-plane Machines. An external etcd's do not: deleting a control-plane Machine
+// removes no member, and there is no member whose removal a pre-terminate hook could wait for.
+func (b Backend) HostsMembersOnControlPlaneMachines() bool { return b != BackendExternal }
 
 // Mode says whether the controllers act on etcd membership or only report it.
 // +kubebuilder:validation:Enum=Manage;Observe
@@ -76,6 +86,7 @@ func (s ControlPlaneEtcdSpec) MemberRemovalTimeoutOrDefault() time.Duration {
 }
 
 // ControlPlaneEtcdSpec is the desired behaviour for the etcd of one CAPI Cluster.
+// +kubebuilder:validation:XValidation:rule="!(self.backend == 'external' && has(self.mode) && self.mode == 'Manage')",message="mode Manage is not supported for backend external: its members run on no control-plane Machine, so there is no Machine deletion whose member etcd-adapter could remove; use mode Observe"
 type ControlPlaneEtcdSpec struct {
 	// ClusterName is the name of the CAPI Cluster in the same namespace.
 	// +required

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -14,18 +16,26 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/external"
 	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
 )
 
 // Registry hands out the etcd.Cluster of each CAPI Cluster. It is safe for concurrent use.
 type Registry struct {
-	// Client reads the management cluster (the etcd CA Secret of kubeadm Clusters).
+	// Client reads the management cluster (the etcd CA Secret of kubeadm Clusters, the
+	// KubeadmControlPlane and the Secrets of external etcd).
 	Client client.Reader
+	// RESTMapper maps a Cluster's spec.controlPlaneRef to a version, to read its
+	// KubeadmControlPlane for the external backend; nil fails every external backend.
+	RESTMapper meta.RESTMapper
 	// ClusterCache reaches the workload clusters.
 	ClusterCache clustercache.ClusterCache
 	// DialTimeout bounds one port-forward plus TLS handshake of the kubeadm backend; zero means
-	// kubeadm.DefaultDialTimeout.
+	// kubeadm.DefaultDialTimeout. The external backend bounds each call to a member with
+	// external.DefaultCallTimeout (5 s): it asks a member up to three times per observation
+	// (TLS probe, member list, Status), and the three stay within the manager's default
+	// observation timeout (--etcd-call-timeout, 15 s).
 	DialTimeout time.Duration
 	// Watchers are added to a workload cluster's cache next to the backend's own, every time a
 	// backend is handed out (the ClusterCache adds each name once per connection).
@@ -40,13 +50,21 @@ type entry struct {
 	cluster etcd.Cluster
 	// conn identifies the ClusterCache connection a K3s backend was built on: its clients and
 	// informer change on reconnect, and the backend must be rebuilt with them.
-	conn   client.Client
-	closer func() error
+	conn client.Client
+	// endpoints are the external etcd endpoints an external backend was built with: it asks
+	// only those (and the members they report), so a changed list needs a new backend.
+	endpoints string
+	closer    func() error
 }
 
 // For returns the etcd.Cluster of the Cluster, reached with the given backend. Errors from an
 // unconnected workload cluster wrap etcd.ErrUnreachable.
 func (r *Registry) For(ctx context.Context, cluster *clusterv1.Cluster, backend v1alpha1.Backend) (etcd.Cluster, error) {
+	if backend == v1alpha1.BackendExternal {
+		// Note: the external backend reaches etcd with no workload apiserver in between, so it
+		// needs no connection to the workload cluster (and adds no watch to one).
+		return r.external(ctx, cluster)
+	}
 	key := client.ObjectKeyFromObject(cluster)
 	if err := r.watch(ctx, key, r.Watchers...); err != nil {
 		return nil, err
@@ -73,10 +91,14 @@ func (r *Registry) Forget(uid types.UID) error {
 }
 
 func (r *Registry) lookup(uid types.UID, backend v1alpha1.Backend, conn client.Client) (etcd.Cluster, *entry) {
+	return r.lookupEndpoints(uid, backend, conn, "")
+}
+
+func (r *Registry) lookupEndpoints(uid types.UID, backend v1alpha1.Backend, conn client.Client, endpoints string) (etcd.Cluster, *entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entries[uid]
-	if e != nil && e.backend == backend && e.conn == conn {
+	if e != nil && e.backend == backend && e.conn == conn && e.endpoints == endpoints {
 		return e.cluster, nil
 	}
 	return nil, e
@@ -107,6 +129,73 @@ func (r *Registry) kubeadm(cluster *clusterv1.Cluster) (etcd.Cluster, error) {
 	}
 	r.store(cluster.UID, &entry{backend: v1alpha1.BackendKubeadm, cluster: b, closer: b.Close})
 	return b, nil
+}
+
+// external returns the external backend of a Cluster that owns an EtcdadmCluster or whose
+// KubeadmControlPlane has clusterConfiguration.etcd.external: it dials the endpoints listed there
+// (externalEndpoints), with the Secrets pkg/external reads. They are read on every call, so a
+// changed endpoint list takes effect on the next observation (with a new backend). A Cluster with
+// neither, or whose EtcdadmCluster has no endpoints yet, is an error wrapping
+// etcd.ErrInvalidInput that says so: the endpoints are never guessed.
+func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (etcd.Cluster, error) {
+	key := client.ObjectKeyFromObject(cluster)
+	if r.RESTMapper == nil {
+		return nil, fmt.Errorf("%w: the external etcd backend of Cluster %s needs a RESTMapper to read its control plane", etcd.ErrInvalidInput, key)
+	}
+	endpoints, err := r.externalEndpoints(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	joined := strings.Join(endpoints, ",")
+	if c, old := r.lookupEndpoints(cluster.UID, v1alpha1.BackendExternal, nil, joined); c != nil {
+		return c, nil
+	} else if old != nil {
+		_ = r.Forget(cluster.UID)
+	}
+	b, err := external.New(external.Config{Cluster: key, Endpoints: endpoints, Client: r.Client})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the external etcd backend of Cluster %s: %w", key, err)
+	}
+	r.store(cluster.UID, &entry{backend: v1alpha1.BackendExternal, cluster: b, endpoints: joined, closer: b.Close})
+	return b, nil
+}
+
+// externalEndpoints are the client URLs of the Cluster's external etcd: the status.endpoints of
+// the EtcdadmCluster it owns when it owns one (the etcdadm controller keeps them current as it
+// replaces etcd Machines, and a fork's KubeadmControlPlane copies them from there), else its
+// KubeadmControlPlane's clusterConfiguration.etcd.external.endpoints.
+func (r *Registry) externalEndpoints(ctx context.Context, cluster *clusterv1.Cluster) ([]string, error) {
+	key := client.ObjectKeyFromObject(cluster)
+	ref := cluster.Spec.ControlPlaneRef
+	ec, err := FindEtcdadmCluster(ctx, r.Client, r.RESTMapper, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if ec != nil {
+		return EtcdadmEndpointsOf(ec)
+	}
+	switch {
+	case ref.Kind != KubeadmControlPlaneKind:
+		return nil, fmt.Errorf("%w: backend %s reads its endpoints from the EtcdadmCluster the Cluster owns or from a KubeadmControlPlane's spec.kubeadmConfigSpec.clusterConfiguration.etcd.external; Cluster %s owns no EtcdadmCluster and its spec.controlPlaneRef is %q %q",
+			etcd.ErrInvalidInput, v1alpha1.BackendExternal, key, ref.Kind, ref.Name)
+	}
+	obj, err := ReadControlPlane(ctx, r.Client, r.RESTMapper, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s does not exist (or its kind is not installed), and the Cluster owns no EtcdadmCluster; the external etcd endpoints are read from one of them",
+			etcd.ErrInvalidInput, ref.Name, key)
+	}
+	kcp, err := KubeadmEtcdOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	if !kcp.External {
+		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set) and the Cluster owns no EtcdadmCluster; use backend %s",
+			etcd.ErrInvalidInput, ref.Name, key, v1alpha1.BackendKubeadm)
+	}
+	return kcp.Endpoints, nil
 }
 
 func (r *Registry) k3s(ctx context.Context, cluster *clusterv1.Cluster, backend v1alpha1.Backend) (etcd.Cluster, error) {

@@ -61,7 +61,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	if opts.Concurrency == 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
-	registry := &backends.Registry{Client: mgr.GetClient(), ClusterCache: opts.ClusterCache, DialTimeout: opts.DialTimeout}
+	registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: opts.ClusterCache, DialTimeout: opts.DialTimeout}
 	if err := (&creation.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,10 @@ type HealthInput struct {
 	ObserveErr error
 	// Machines are the control-plane Machines.
 	Machines []Machine
+	// MembersOffMachines is true when the members run on no control-plane Machine (an external
+	// etcd of a KubeadmControlPlane): a member is then not a ghost for having no Machine, and
+	// Machines, which should be left out, would get no member either.
+	MembersOffMachines bool
 	// Now is the time the verdict is for; evidence older than the snapshot's TTL is not trusted.
 	Now time.Time
 }
@@ -45,7 +49,7 @@ func AssessHealth(in HealthInput) HealthVerdict {
 	for _, m := range in.Machines {
 		v.Machines[m.Name] = machineCondition(in.Snapshot, members, m)
 	}
-	v.Cluster = clusterCondition(in, v.Machines, clusterProblems(in, members))
+	v.Cluster = clusterCondition(in, v.Machines, members, clusterProblems(in, members))
 	return v
 }
 
@@ -182,7 +186,7 @@ func ghostProblems(in HealthInput, members []MemberHealth) []string {
 		switch {
 		case !m.Started():
 			problems = append(problems, fmt.Sprintf("Etcd member %x was added but never started", m.ID))
-		case !provisioning && !hasMachineOnNode(in.Machines, m.NodeName):
+		case !provisioning && !in.MembersOffMachines && !hasMachineOnNode(in.Machines, m.NodeName):
 			problems = append(problems, fmt.Sprintf("Etcd member %s has no corresponding Machine", m.Name))
 		}
 	}
@@ -223,7 +227,7 @@ func distinctClusterIDs(s *Snapshot) int {
 // clusterCondition aggregates Machine conditions and cluster problems: any problem or unhealthy
 // member makes it False, otherwise any unknown makes it Unknown. Deleting Machines are expected
 // to lose their member and do not count.
-func clusterCondition(in HealthInput, machines map[string]metav1.Condition, problems []string) metav1.Condition {
+func clusterCondition(in HealthInput, machines map[string]metav1.Condition, members []MemberHealth, problems []string) metav1.Condition {
 	var notHealthy, unknown []string
 	for _, name := range sortedKeys(machines) {
 		c := machines[name]
@@ -237,6 +241,19 @@ func clusterCondition(in HealthInput, machines map[string]metav1.Condition, prob
 			notHealthy = append(notHealthy, fmt.Sprintf("Machine %s: %s", name, c.Message))
 		case c.Status == metav1.ConditionUnknown:
 			unknown = append(unknown, fmt.Sprintf("Machine %s: %s", name, c.Message))
+		}
+	}
+	if in.MembersOffMachines {
+		// No Machine condition carries the members' health, so each member counts itself.
+		for _, mh := range members {
+			switch {
+			case mh.Health == Unhealthy:
+				notHealthy = append(notHealthy, fmt.Sprintf("Member %s: %s", mh.Member, capitalize(mh.Message)))
+			case mh.Health == Unknown:
+				unknown = append(unknown, fmt.Sprintf("Member %s: %s", mh.Member, capitalize(mh.Message)))
+			case mh.Member.IsLearner:
+				notHealthy = append(notHealthy, fmt.Sprintf("Member %s: Waiting for learner etcd member to be promoted", mh.Member))
+			}
 		}
 	}
 	cond := metav1.Condition{Type: v1alpha1.EtcdClusterHealthyCondition}

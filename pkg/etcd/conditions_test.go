@@ -123,6 +123,25 @@ func TestAssessHealth_clusterCondition(t *testing.T) {
 			messageParts: []string{"Etcd member cp-2 has no corresponding Machine"},
 		},
 		{
+			name: "members that run on no Machine (external etcd) are not ghosts",
+			in:   HealthInput{Snapshot: cluster(3), MembersOffMachines: true},
+			want: metav1.ConditionTrue, reason: v1alpha1.EtcdClusterHealthyReason,
+		},
+		{
+			name: "a member that runs on no Machine (external etcd) and does not answer makes the cluster not healthy",
+			in: HealthInput{Snapshot: with(cluster(3), evidence(3, func(ev *MemberEvidence) {
+				*ev = MemberEvidence{MemberID: 3, Contact: ContactUnreachable, Error: "connection refused", ObservedAt: ev.ObservedAt}
+			})), MembersOffMachines: true},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"Member cp-2", "connection refused"},
+		},
+		{
+			name: "members that run on no Machine (external etcd) are still reported when they never started",
+			in:   HealthInput{Snapshot: with(cluster(3), addMember(Member{ID: 0xab, IsLearner: true})), MembersOffMachines: true},
+			want: metav1.ConditionFalse, reason: v1alpha1.EtcdClusterNotHealthyReason,
+			messageParts: []string{"was added but never started"},
+		},
+		{
 			name: "an unmatched member is not a problem, and the Machine not counted, while it has no providerID (as KCP)",
 			in:   HealthInput{Snapshot: cluster(3), Machines: append(machines(2), Machine{Name: "m-new"})},
 			want: metav1.ConditionTrue, reason: v1alpha1.EtcdClusterHealthyReason,

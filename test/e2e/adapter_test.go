@@ -112,7 +112,7 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOption
 		return nil, err
 	}
 	if o.webhooksOnly {
-		registry := &backends.Registry{Client: mgr.GetClient(), ClusterCache: cc}
+		registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: cc}
 		err = errors.Join((&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr),
 			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
 	} else {

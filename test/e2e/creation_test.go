@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,17 +27,32 @@ var _ = Describe("ControlPlaneEtcd creation", func() {
 			return c
 		}
 		optOut := newCluster("opted-out", "KThreesControlPlane", map[string]string{v1alpha1.OptOutAnnotation: ""})
+		externalEtcd := map[string]any{"external": map[string]any{"endpoints": []any{"https://etcd-0.example:2379"},
+			"caFile": "/etc/kubernetes/pki/etcd/ca.crt", "certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt", "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key"}}
 		cases := []struct {
 			kind    string
 			backend v1alpha1.Backend
 			mode    v1alpha1.Mode
+			// kcp, when set, creates the KubeadmControlPlane with this clusterConfiguration.etcd.
+			kcp map[string]any
 		}{
-			{"KubeadmControlPlane", v1alpha1.BackendKubeadm, v1alpha1.ModeObserve},
-			{"KThreesControlPlane", v1alpha1.BackendK3s, v1alpha1.ModeManage},
-			{"RKE2ControlPlane", v1alpha1.BackendRKE2, v1alpha1.ModeManage},
+			{"KubeadmControlPlane", v1alpha1.BackendKubeadm, v1alpha1.ModeObserve, map[string]any{"local": map[string]any{"dataDir": "/var/lib/etcd"}}},
+			{"KubeadmControlPlane", v1alpha1.BackendExternal, v1alpha1.ModeObserve, externalEtcd},
+			{"KThreesControlPlane", v1alpha1.BackendK3s, v1alpha1.ModeManage, nil},
+			{"RKE2ControlPlane", v1alpha1.BackendRKE2, v1alpha1.ModeManage, nil},
 		}
+		By("a KubeadmControlPlane Cluster whose KubeadmControlPlane does not exist yet gets none until it does: its etcd may be external")
+		waiting := newCluster("c-waiting", "KubeadmControlPlane", nil)
+		Consistently(func() error { return getControlPlaneEtcd(ctx, waiting) }, 5*time.Second, time.Second).Should(HaveOccurred())
+		createKubeadmControlPlane(ctx, ns, waiting.Name, nil)
+		Eventually(func() error { return getControlPlaneEtcd(ctx, waiting) }, reconcileTimeout).Should(Succeed())
 		for _, tc := range cases {
-			cluster := newCluster("c-"+string(tc.backend), tc.kind, nil)
+			By(fmt.Sprintf("a %s Cluster gets backend %s in mode %s", tc.kind, tc.backend, tc.mode))
+			name := "c-" + string(tc.backend)
+			if tc.kcp != nil {
+				createKubeadmControlPlane(ctx, ns, name, tc.kcp)
+			}
+			cluster := newCluster(name, tc.kind, nil)
 			cpe := &v1alpha1.ControlPlaneEtcd{}
 			Eventually(func() error {
 				return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)

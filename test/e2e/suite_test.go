@@ -15,6 +15,8 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdadm"
 )
 
 var (
@@ -33,10 +35,15 @@ var _ = BeforeSuite(func() {
 	suiteStart = time.Now()
 	scheme = env.Scheme()
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	var err error
+	// Note: KubeadmControlPlane's CRD is installed (no KCP controller runs): the creation
+	// controller reads a KubeadmControlPlane Cluster's etcd (stacked or external) from it. So is
+	// the EtcdadmCluster stand-in (test/env/etcdadm), with no etcdadm controller.
+	kubeadmCRDs, err := capi.KubeadmCRDs()
+	Expect(err).NotTo(HaveOccurred())
 	mgmt, err = env.StartManagementWith(context.Background(), env.ManagementOptions{
 		Scheme:            scheme,
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		CRDs:              append(kubeadmCRDs, etcdadm.ClusterCRD()),
 		Webhooks:          &envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
 	})
 	Expect(err).NotTo(HaveOccurred())

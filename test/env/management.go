@@ -56,6 +56,8 @@ type ManagementOptions struct {
 	Scheme *runtime.Scheme
 	// CRDDirectoryPaths are installed next to Cluster API's CRDs.
 	CRDDirectoryPaths []string
+	// CRDs are installed next to Cluster API's CRDs (for example capi.KubeadmCRDs()).
+	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Webhooks installs admission webhook configurations (see APIServerOptions.Webhooks).
 	Webhooks *envtest.WebhookInstallOptions
 }
@@ -72,7 +74,7 @@ func StartManagementWith(ctx context.Context, opts ManagementOptions) (*Manageme
 	}
 	s, err := StartAPIServer(APIServerOptions{
 		Scheme:            opts.Scheme,
-		CRDs:              []*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD()},
+		CRDs:              append([]*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD()}, opts.CRDs...),
 		CRDDirectoryPaths: append([]string{crdDir}, opts.CRDDirectoryPaths...),
 		Webhooks:          opts.Webhooks,
 	})

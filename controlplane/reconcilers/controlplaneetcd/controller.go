@@ -33,6 +33,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=*,verbs=list;watch
+// +kubebuilder:rbac:groups=etcdcluster.cluster.x-k8s.io,resources=etcdadmclusters,verbs=list;watch
 
 // Reconciler reconciles ControlPlaneEtcd objects.
 type Reconciler struct {
@@ -212,7 +213,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := r.watchNodes(ctx, s); err != nil {
 		ctrl.LoggerFrom(ctx).V(4).Info("Not watching workload Nodes yet", "err", err.Error())
 	}
-	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
+	if !s.manages() {
 		return r.handBackMachines(ctx, s)
 	}
 	if err := r.ensureHooks(ctx, s); err != nil {

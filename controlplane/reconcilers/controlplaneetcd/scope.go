@@ -8,11 +8,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -23,6 +25,9 @@ type scope struct {
 	cluster  *clusterv1.Cluster
 	machines []*clusterv1.Machine
 	now      time.Time
+	// etcdMachines are the etcd Machines of the EtcdadmCluster the Cluster owns (external backend
+	// only): the Machines its members run on, which are not control-plane Machines.
+	etcdMachines []*clusterv1.Machine
 
 	// controlPlaneDeleting is true when the Cluster or its control-plane object is being deleted.
 	controlPlaneDeleting bool
@@ -54,7 +59,8 @@ func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtc
 	s := &scope{cpe: cpe, cluster: cluster, now: r.now(), observationInterval: cpe.Spec.ObservationIntervalOr(r.ObservationInterval),
 		storedRemoval: cpe.Status.Removal.DeepCopy()}
 	machines := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
+	var err error
+	if err = r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
 		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name},
 		client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
 		return nil, fmt.Errorf("failed to list control-plane Machines of Cluster %s: %w", cluster.Name, err)
@@ -63,6 +69,11 @@ func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtc
 		s.machines = append(s.machines, &machines.Items[i])
 	}
 	slices.SortFunc(s.machines, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
+	if cpe.Spec.Backend == v1alpha1.BackendExternal {
+		if s.etcdMachines, err = r.etcdadmMachines(ctx, cluster); err != nil {
+			return nil, err
+		}
+	}
 	cp, err := r.controlPlane(ctx, cluster)
 	if err != nil {
 		return nil, err
@@ -71,6 +82,54 @@ func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtc
 	s.legacyHookAdoptable = cluster.Spec.ControlPlaneRef.Kind != kthreesControlPlaneKind || cp == nil
 	s.controlPlaneFacts = r.controlPlaneFactsFor(ctx, cluster, s.machines)
 	return s, nil
+}
+
+// etcdadmMachines lists the etcd Machines of the EtcdadmCluster the Cluster owns: those with
+// the Cluster's name label and cluster.x-k8s.io/etcd-cluster=<EtcdadmCluster name>, the selector
+// the etcdadm controller lists its own by (aws/etcdadm-controller controllers/helpers.go
+// EtcdMachinesSelectorForCluster). None when the Cluster owns no EtcdadmCluster, or when which
+// one is not clear (the backend then reports why it cannot observe).
+func (r *Reconciler) etcdadmMachines(ctx context.Context, cluster *clusterv1.Cluster) ([]*clusterv1.Machine, error) {
+	ec, err := backends.FindEtcdadmCluster(ctx, r.Client, r.Client.RESTMapper(), cluster)
+	if err != nil || ec == nil {
+		// Note: the same lookup fails the backend's observation with the reason.
+		return nil, nil
+	}
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name, backends.EtcdClusterLabel: ec.GetName()}); err != nil {
+		return nil, fmt.Errorf("failed to list the etcd Machines of EtcdadmCluster %s: %w", klog.KObj(ec), err)
+	}
+	out := make([]*clusterv1.Machine, 0, len(machines.Items))
+	for i := range machines.Items {
+		out = append(out, &machines.Items[i])
+	}
+	slices.SortFunc(out, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// machineOfMember returns the Machine the member runs on: its etcd Machine (by peer URL host
+// among the Machine's addresses, or by name, etcd.MembersOfMachine) when the Cluster's etcd is
+// an EtcdadmCluster's, else the control-plane Machine on its Node.
+func (s *scope) machineOfMember(m etcd.Member) *clusterv1.Machine {
+	if len(s.etcdMachines) == 0 {
+		return s.machineOnNode(m.NodeName)
+	}
+	facts := make([]etcd.Machine, 0, len(s.etcdMachines))
+	for _, em := range s.etcdMachines {
+		facts = append(facts, etcd.MachineFacts(em))
+	}
+	var found *clusterv1.Machine
+	for i, em := range s.etcdMachines {
+		if slices.ContainsFunc(etcd.MembersOfMachine([]etcd.Member{m}, facts, facts[i]), func(o etcd.Member) bool { return o.ID == m.ID }) {
+			if found != nil {
+				// Note: two Machines claim the member (a reused address); it is bound to neither.
+				return nil
+			}
+			found = em
+		}
+	}
+	return found
 }
 
 // kthreesControlPlaneKind is cluster-api-k3s's control-plane kind.
@@ -99,6 +158,34 @@ func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluste
 	return obj, nil
 }
 
+// manages reports whether this pass acts on membership: mode Manage, with a backend whose members
+// run on the control-plane Machines. Manage on an external etcd (which the CRD refuses, but an
+// object stored under an older CRD may ask) is observed only, and Progressing says so: no
+// control-plane Machine deletion removes a member there, so a hook would wait for nothing.
+func (s *scope) manages() bool {
+	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
+		return false
+	}
+	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+		s.progressing = &metav1.Condition{Type: v1alpha1.ProgressingCondition, Status: metav1.ConditionFalse,
+			Reason:  v1alpha1.ProgressingModeNotSupportedReason,
+			Message: fmt.Sprintf("Mode %s is not supported for backend %s: its members run on no control-plane Machine; etcd is only observed", v1alpha1.ModeManage, s.cpe.Spec.Backend)}
+		return false
+	}
+	return true
+}
+
+// healthInput is what the health verdicts of this pass are computed from. The members of an
+// external etcd run on no control-plane Machine, so the Machines are left out and no member is a
+// ghost for lacking one.
+func (s *scope) healthInput() etcd.HealthInput {
+	in := etcd.HealthInput{Snapshot: s.snapshot, ObserveErr: s.observeErr, Machines: s.machineFacts(), Now: s.now}
+	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+		in.Machines, in.MembersOffMachines = nil, true
+	}
+	return in
+}
+
 // machineFacts are the decision inputs of every control-plane Machine.
 func (s *scope) machineFacts() []etcd.Machine {
 	out := make([]etcd.Machine, 0, len(s.machines))
@@ -108,8 +195,12 @@ func (s *scope) machineFacts() []etcd.Machine {
 	return out
 }
 
-// machineOnNode returns the control-plane Machine whose Node is node.
+// machineOnNode returns the control-plane Machine whose Node is node; none for a backend whose
+// members run on no control-plane Machine (an external member's NodeName is its own host name).
 func (s *scope) machineOnNode(node string) *clusterv1.Machine {
+	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+		return nil
+	}
 	for _, m := range s.machines {
 		if node != "" && m.Status.NodeRef.Name == node {
 			return m

@@ -18,7 +18,7 @@ import (
 // that learned nothing new leaves the object unchanged and the patch is empty.
 func setStatus(s *scope) {
 	st := &s.cpe.Status
-	verdict := etcd.AssessHealth(etcd.HealthInput{Snapshot: s.snapshot, ObserveErr: s.observeErr, Machines: s.machineFacts(), Now: s.now})
+	verdict := etcd.AssessHealth(s.healthInput())
 	conditions.Set(s.cpe, verdict.Cluster)
 	if s.snapshot == nil {
 		markMembersUnknown(st, verdict.Cluster)
@@ -48,7 +48,7 @@ func memberStatuses(s *scope, members []etcd.MemberHealth) []v1alpha1.EtcdMember
 			Name: m.Name, ID: s.snapshot.EtcdMemberID(m.ID), NodeName: m.NodeName,
 			Role: role(s.snapshot, m), Health: v1alpha1.MemberHealth(mh.Health), Reason: memberReason(mh.Health), Message: mh.Message,
 		}
-		if machine := s.machineOnNode(m.NodeName); machine != nil {
+		if machine := s.machineOfMember(m); machine != nil {
 			ms.MachineName = machine.Name
 		}
 		if ev, ok := s.snapshot.EvidenceFor(m.ID); ok {

@@ -164,3 +164,83 @@ func TestReconciler_newScope_observationInterval(t *testing.T) {
 	s.wantRequeue(time.Second)
 	g.Expect(s.requeue().RequeueAfter).To(Equal(time.Second), "a phase's shorter wait wins")
 }
+
+// Test_setStatus_external: an external etcd's members run on no control-plane Machine. The
+// control-plane Machines (here with Nodes named like the members) are neither matched to members
+// nor held against them, and Manage is observed only, saying why.
+func Test_setStatus_external(t *testing.T) {
+	t.Run("External members are healthy with no Machine and are matched to no control-plane Machine", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		s.cpe.Spec.Backend = v1alpha1.BackendExternal
+		setStatus(s)
+		g.Expect(conditions.IsTrue(s.cpe, v1alpha1.EtcdClusterHealthyCondition)).To(BeTrue(), conditions.Get(s.cpe, v1alpha1.EtcdClusterHealthyCondition).Message)
+		for _, m := range s.cpe.Status.Members {
+			g.Expect(m.MachineName).To(BeEmpty(), "member %s", m.Name)
+		}
+		g.Expect(s.cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(3)))
+	})
+	t.Run("A member down is still reported unhealthy", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3, 2)
+		s.cpe.Spec.Backend = v1alpha1.BackendExternal
+		setStatus(s)
+		g.Expect(conditions.IsFalse(s.cpe, v1alpha1.EtcdClusterHealthyCondition)).To(BeTrue())
+		g.Expect(s.cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(2)))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.DegradedCondition).Message).To(ContainSubstring("cp-2"))
+	})
+	t.Run("Mode Manage on external etcd is observed only, and Progressing says why", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		s.cpe.Spec.Backend, s.cpe.Spec.Mode = v1alpha1.BackendExternal, v1alpha1.ModeManage
+		g.Expect(s.manages()).To(BeFalse())
+		setStatus(s)
+		p := conditions.Get(s.cpe, v1alpha1.ProgressingCondition)
+		g.Expect(p.Reason).To(Equal(v1alpha1.ProgressingModeNotSupportedReason))
+		g.Expect(p.Message).To(ContainSubstring("Mode Manage is not supported for backend external"))
+	})
+}
+
+func Test_setStatus_etcdadm(t *testing.T) {
+	// etcdadmScope is an external etcd whose members (named after their hosts, as etcdadm names
+	// them, not after the Machines) run on the EtcdadmCluster's etcd Machines, found by peer URL.
+	etcdadmScope := func(addresses ...string) *scope {
+		s := testScope(3)
+		s.cpe.Spec.Backend = v1alpha1.BackendExternal
+		s.machines = nil
+		for i := range s.snapshot.Members {
+			s.snapshot.Members[i].Name = fmt.Sprintf("etcd-host-%d", i)
+			s.snapshot.Members[i].NodeName = ""
+			s.snapshot.Members[i].PeerURLs = []string{fmt.Sprintf("https://10.0.0.%d:2380", i)}
+		}
+		for i, a := range addresses {
+			s.etcdMachines = append(s.etcdMachines, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("etcd-m-%d", i)},
+				Status: clusterv1.MachineStatus{Addresses: clusterv1.MachineAddresses{{Type: clusterv1.MachineInternalIP, Address: a}}}})
+		}
+		return s
+	}
+	t.Run("Each member is bound to the etcd Machine its peer URL's host is an address of", func(t *testing.T) {
+		g := NewWithT(t)
+		s := etcdadmScope("10.0.0.2", "10.0.0.0", "10.0.0.1")
+		setStatus(s)
+		got := map[string]string{}
+		for _, m := range s.cpe.Status.Members {
+			got[m.Name] = m.MachineName
+		}
+		g.Expect(got).To(Equal(map[string]string{"etcd-host-0": "etcd-m-1", "etcd-host-1": "etcd-m-2", "etcd-host-2": "etcd-m-0"}))
+		g.Expect(conditions.IsTrue(s.cpe, v1alpha1.EtcdClusterHealthyCondition)).To(BeTrue(), conditions.Get(s.cpe, v1alpha1.EtcdClusterHealthyCondition).Message)
+	})
+	t.Run("A member whose host is no etcd Machine's address is bound to none", func(t *testing.T) {
+		g := NewWithT(t)
+		s := etcdadmScope("10.0.0.0", "10.0.0.1")
+		setStatus(s)
+		g.Expect(s.cpe.Status.Members[2].Name).To(Equal("etcd-host-2"))
+		g.Expect(s.cpe.Status.Members[2].MachineName).To(BeEmpty())
+	})
+	t.Run("A member two etcd Machines claim (a reused address) is bound to neither, not guessed", func(t *testing.T) {
+		g := NewWithT(t)
+		s := etcdadmScope("10.0.0.0", "10.0.0.0")
+		setStatus(s)
+		g.Expect(s.cpe.Status.Members[0].MachineName).To(BeEmpty())
+	})
+}

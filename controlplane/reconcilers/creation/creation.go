@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // DefaultSpec is the backend and mode a ControlPlaneEtcd gets when this controller creates it.
@@ -66,8 +69,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !cluster.DeletionTimestamp.IsZero() || annotations.HasPaused(cluster) || cluster.Spec.Paused != nil && *cluster.Spec.Paused {
 		return ctrl.Result{}, nil
 	}
-	d, ok := DefaultFor(cluster)
-	if !ok {
+	if _, ok := DefaultFor(cluster); !ok {
 		return ctrl.Result{}, nil
 	}
 	// Note: a cached read first, so the Cluster's many updates cost no write each. Any
@@ -79,6 +81,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if existing != nil {
 		return ctrl.Result{}, r.syncWatchLabel(ctx, cluster, existing)
+	}
+	facts, err := r.controlPlaneFacts(ctx, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	d, wait := DefaultWith(cluster, facts)
+	if wait != "" {
+		// Note: not watched (the control-plane kind may not be installed when the manager
+		// starts), so looked at again after a while.
+		log.V(2).Info("Not creating a ControlPlaneEtcd yet", "why", wait)
+		return ctrl.Result{RequeueAfter: controlPlaneWaitInterval}, nil
 	}
 	cpe := newControlPlaneEtcd(cluster, d)
 	if err := controllerutil.SetOwnerReference(cluster, cpe, r.Client.Scheme()); err != nil {
@@ -118,16 +131,94 @@ func (r *Reconciler) syncWatchLabel(ctx context.Context, cluster *clusterv1.Clus
 	return nil
 }
 
+// externalDefault is what a KubeadmControlPlane Cluster with external etcd gets: its members run
+// on no control-plane Machine, so only Observe makes sense (and KCP skips every etcd check, so
+// nothing else reports their health).
+var externalDefault = DefaultSpec{v1alpha1.BackendExternal, v1alpha1.ModeObserve}
+
+// controlPlaneWaitInterval is how often a Cluster whose KubeadmControlPlane cannot be read yet is
+// looked at again: its etcd may be stacked or external, and the ControlPlaneEtcd waits until
+// that is known.
+const controlPlaneWaitInterval = 5 * time.Second
+
 // DefaultFor is the rule by which a Cluster gets a ControlPlaneEtcd without anyone creating one:
 // its control-plane kind has a default and it did not opt out with v1alpha1.OptOutAnnotation.
 // The Machine hook webhook asks the same rule for a Cluster whose ControlPlaneEtcd does not exist
-// yet, so the two never disagree about which Clusters are managed.
+// yet, so the two never disagree about which Clusters are managed. The mode it gives is the
+// kind's; the backend of a KubeadmControlPlane Cluster is then chosen by DefaultWith, in the same
+// mode (Observe) whichever its etcd.
 func DefaultFor(cluster *clusterv1.Cluster) (DefaultSpec, bool) {
 	if _, optOut := cluster.Annotations[v1alpha1.OptOutAnnotation]; optOut {
 		return DefaultSpec{}, false
 	}
 	d, ok := Defaults[cluster.Spec.ControlPlaneRef.Kind]
 	return d, ok
+}
+
+// ControlPlaneFacts are what a Cluster's default depends on beyond its control-plane kind, read
+// from its control-plane object.
+type ControlPlaneFacts struct {
+	// Read is true when the control-plane object was read; false while it does not exist (or its
+	// kind is not installed).
+	Read bool
+	// ExternalEtcd is true for a KubeadmControlPlane with
+	// spec.kubeadmConfigSpec.clusterConfiguration.etcd.external.
+	ExternalEtcd bool
+	// EtcdadmCluster is true when the Cluster owns an EtcdadmCluster (backends.FindEtcdadmCluster):
+	// its etcd runs on the etcdadm provider's etcd Machines.
+	EtcdadmCluster bool
+}
+
+// DefaultWith is the ControlPlaneEtcd a Cluster with a default (DefaultFor) gets, given its
+// control plane: a Cluster that owns an EtcdadmCluster, or whose KubeadmControlPlane has external
+// etcd, gets backend external in Observe; any other KubeadmControlPlane backend kubeadm. A KubeadmControlPlane that cannot be read yet gives
+// no default, and wait says why: a kubeadm ControlPlaneEtcd for an external etcd would report
+// every member unreachable, and the creation controller never changes the spec of one it made.
+// It is pure.
+func DefaultWith(cluster *clusterv1.Cluster, cp ControlPlaneFacts) (d DefaultSpec, wait string) {
+	d, _ = DefaultFor(cluster)
+	if cp.EtcdadmCluster {
+		return externalDefault, ""
+	}
+	ref := cluster.Spec.ControlPlaneRef
+	if ref.Kind != backends.KubeadmControlPlaneKind {
+		return d, ""
+	}
+	switch {
+	case !cp.Read:
+		return DefaultSpec{}, fmt.Sprintf("KubeadmControlPlane %s does not exist yet (or its kind is not installed), so whether its etcd is stacked or external is not known", ref.Name)
+	case cp.ExternalEtcd:
+		return externalDefault, ""
+	}
+	return d, ""
+}
+
+// controlPlaneFacts looks for an EtcdadmCluster the Cluster owns, then reads the Cluster's
+// KubeadmControlPlane, both through the manager's cache (Cluster API's client options extend it to
+// unstructured objects). Other kinds need nothing more read.
+func (r *Reconciler) controlPlaneFacts(ctx context.Context, cluster *clusterv1.Cluster) (ControlPlaneFacts, error) {
+	ec, err := backends.FindEtcdadmCluster(ctx, r.Client, r.Client.RESTMapper(), cluster)
+	switch {
+	case errors.Is(err, etcd.ErrInvalidInput):
+		// Note: a Cluster that owns two EtcdadmClusters has external etcd either way; its
+		// ControlPlaneEtcd reports which ones, and observes neither.
+		return ControlPlaneFacts{Read: true, EtcdadmCluster: true}, nil
+	case err != nil:
+		return ControlPlaneFacts{}, err
+	case ec != nil:
+		return ControlPlaneFacts{Read: true, EtcdadmCluster: true}, nil
+	}
+	if cluster.Spec.ControlPlaneRef.Kind != backends.KubeadmControlPlaneKind {
+		return ControlPlaneFacts{}, nil
+	}
+	obj, err := backends.ReadControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster)
+	if err != nil || obj == nil {
+		return ControlPlaneFacts{}, err
+	}
+	// Note: an external etcd whose endpoints are unusable is still external; its
+	// ControlPlaneEtcd reports why they are.
+	kcp, _ := backends.KubeadmEtcdOf(obj)
+	return ControlPlaneFacts{Read: true, ExternalEtcd: kcp.External}, nil
 }
 
 // newControlPlaneEtcd builds the Cluster's ControlPlaneEtcd. It carries the Cluster's

@@ -6,8 +6,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 )
 
 func TestReconciler_Reconcile(t *testing.T) {
@@ -24,6 +29,8 @@ func TestReconciler_Reconcile(t *testing.T) {
 		labels      map[string]string
 		annotations map[string]string
 		existing    *v1alpha1.ControlPlaneEtcd
+		kcp         *unstructured.Unstructured
+		etcdadm     *unstructured.Unstructured
 		wantNone    bool
 		wantBackend v1alpha1.Backend
 		wantMode    v1alpha1.Mode
@@ -31,7 +38,21 @@ func TestReconciler_Reconcile(t *testing.T) {
 	}{
 		{name: "a K3s Cluster gets a k3s ControlPlaneEtcd in Manage", kind: "KThreesControlPlane",
 			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
-		{name: "a KCP Cluster gets a kubeadm ControlPlaneEtcd in Observe", kind: "KubeadmControlPlane",
+		{name: "a KCP Cluster with stacked etcd gets a kubeadm ControlPlaneEtcd in Observe", kind: "KubeadmControlPlane", kcp: kcp(nil),
+			wantBackend: v1alpha1.BackendKubeadm, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "a KCP Cluster with external etcd gets an external ControlPlaneEtcd in Observe", kind: "KubeadmControlPlane",
+			kcp:         kcp(map[string]any{"external": map[string]any{"endpoints": []any{"https://etcd-0:2379"}}}),
+			wantBackend: v1alpha1.BackendExternal, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "a KCP Cluster whose external etcd lists no endpoints still gets an external ControlPlaneEtcd, whose status says why it cannot observe", kind: "KubeadmControlPlane",
+			kcp:         kcp(map[string]any{"external": map[string]any{"caFile": "/etc/kubernetes/pki/etcd/ca.crt"}}),
+			wantBackend: v1alpha1.BackendExternal, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "a KCP Cluster whose KubeadmControlPlane does not exist yet gets none until its etcd is known", kind: "KubeadmControlPlane", wantNone: true},
+		{name: "a KCP Cluster that owns an EtcdadmCluster gets an external ControlPlaneEtcd in Observe, whatever its KubeadmControlPlane says", kind: "KubeadmControlPlane",
+			kcp: kcp(nil), etcdadm: etcdadmCluster("c-etcd", "c", "uid-c"),
+			wantBackend: v1alpha1.BackendExternal, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "a KCP Cluster that owns an EtcdadmCluster needs no KubeadmControlPlane read", kind: "KubeadmControlPlane", etcdadm: etcdadmCluster("c-etcd", "c", "uid-c"),
+			wantBackend: v1alpha1.BackendExternal, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "an EtcdadmCluster owned by another Cluster changes nothing", kind: "KubeadmControlPlane", kcp: kcp(nil), etcdadm: etcdadmCluster("d-etcd", "d", "uid-d"),
 			wantBackend: v1alpha1.BackendKubeadm, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
 		{name: "the Cluster's watch-filter label is copied, so a sharded manager sees the ControlPlaneEtcd", kind: "KThreesControlPlane",
 			labels:      map[string]string{clusterv1.WatchLabel: "shard-a", "other": "not copied"},
@@ -66,11 +87,20 @@ func TestReconciler_Reconcile(t *testing.T) {
 			if tt.existing != nil {
 				objs = append(objs, tt.existing)
 			}
-			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
+			if tt.kcp != nil {
+				objs = append(objs, tt.kcp)
+			}
+			if tt.etcdadm != nil {
+				objs = append(objs, tt.etcdadm)
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithRESTMapper(restMapper()).WithObjects(objs...).Build()
 			r := &Reconciler{Client: c}
 
-			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)})
+			res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)})
 			g.Expect(err).NotTo(HaveOccurred())
+			if tt.kind == "KubeadmControlPlane" && tt.kcp == nil && tt.etcdadm == nil {
+				g.Expect(res.RequeueAfter).To(Equal(controlPlaneWaitInterval), "the KubeadmControlPlane is not watched, so the Cluster is looked at again")
+			}
 
 			cpe := &v1alpha1.ControlPlaneEtcd{}
 			err = c.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)
@@ -82,6 +112,75 @@ func TestReconciler_Reconcile(t *testing.T) {
 			g.Expect(cpe.Spec.Backend).To(Equal(tt.wantBackend))
 			g.Expect(cpe.Spec.Mode).To(Equal(tt.wantMode))
 			g.Expect(cpe.Labels).To(Equal(tt.wantLabels))
+		})
+	}
+}
+
+var kcpGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmControlPlane"}
+
+var etcdadmGVK = backends.EtcdadmClusterGroupKind.WithVersion("v1beta1")
+
+func restMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{kcpGVK.GroupVersion(), etcdadmGVK.GroupVersion()})
+	m.Add(kcpGVK, meta.RESTScopeNamespace)
+	m.Add(etcdadmGVK, meta.RESTScopeNamespace)
+	return m
+}
+
+// etcdadmCluster is an EtcdadmCluster named name owned by the Cluster owner (uid), as the etcdadm
+// controller finds its Cluster.
+func etcdadmCluster(name, owner string, uid types.UID) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{}}
+	obj.SetGroupVersionKind(etcdadmGVK)
+	obj.SetNamespace("ns")
+	obj.SetName(name)
+	obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: owner, UID: uid}})
+	return obj
+}
+
+// kcp is the KubeadmControlPlane "c" whose clusterConfiguration.etcd is etcdSpec (nil: none).
+func kcp(etcdSpec map[string]any) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"version": "v1.34.0"}}}
+	obj.SetGroupVersionKind(kcpGVK)
+	obj.SetNamespace("ns")
+	obj.SetName("c")
+	if etcdSpec != nil {
+		utilruntime.Must(unstructured.SetNestedField(obj.Object, etcdSpec, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd"))
+	}
+	return obj
+}
+
+func TestDefaultWith(t *testing.T) {
+	tests := []struct {
+		name     string
+		kind     string
+		facts    ControlPlaneFacts
+		want     DefaultSpec
+		wantWait bool
+	}{
+		{name: "A KubeadmControlPlane with stacked etcd gets kubeadm in Observe", kind: "KubeadmControlPlane", facts: ControlPlaneFacts{Read: true},
+			want: DefaultSpec{v1alpha1.BackendKubeadm, v1alpha1.ModeObserve}},
+		{name: "A KubeadmControlPlane with external etcd gets external in Observe", kind: "KubeadmControlPlane", facts: ControlPlaneFacts{Read: true, ExternalEtcd: true},
+			want: DefaultSpec{v1alpha1.BackendExternal, v1alpha1.ModeObserve}},
+		{name: "A KubeadmControlPlane that cannot be read yet gets nothing yet", kind: "KubeadmControlPlane", wantWait: true},
+		{name: "A Cluster that owns an EtcdadmCluster gets external in Observe", kind: "KubeadmControlPlane", facts: ControlPlaneFacts{Read: true, EtcdadmCluster: true},
+			want: DefaultSpec{v1alpha1.BackendExternal, v1alpha1.ModeObserve}},
+		{name: "A KThreesControlPlane needs nothing read", kind: "KThreesControlPlane", want: DefaultSpec{v1alpha1.BackendK3s, v1alpha1.ModeManage}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			cluster := &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{Kind: tt.kind, Name: "c"}}}
+			got, wait := DefaultWith(cluster, tt.facts)
+			if tt.wantWait {
+				g.Expect(wait).To(ContainSubstring("whether its etcd is stacked or external is not known"))
+				return
+			}
+			g.Expect(wait).To(BeEmpty())
+			g.Expect(got).To(Equal(tt.want))
+			kindDefault, ok := DefaultFor(cluster)
+			g.Expect(ok).To(BeTrue())
+			g.Expect(got.Mode).To(Equal(kindDefault.Mode), "the Machine hook webhook decides from DefaultFor's mode, which must not depend on the etcd")
 		})
 	}
 }

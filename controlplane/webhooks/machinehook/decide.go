@@ -31,6 +31,10 @@ func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled 
 		return decision{why: "the Cluster is being deleted"}
 	}
 	if cpe != nil {
+		if !cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+			// Its members run on no control-plane Machine: a hook would wait for no removal.
+			return decision{why: fmt.Sprintf("ControlPlaneEtcd %s has backend %s, whose members run on no control-plane Machine", cpe.Name, cpe.Spec.Backend)}
+		}
 		if cpe.Spec.Mode == v1alpha1.ModeManage {
 			return decision{addHook: true, why: fmt.Sprintf("ControlPlaneEtcd %s is in mode %s", cpe.Name, cpe.Spec.Mode)}
 		}

@@ -22,6 +22,11 @@ func Test_decide(t *testing.T) {
 	cpe := func(mode v1alpha1.Mode) *v1alpha1.ControlPlaneEtcd {
 		return &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Mode: mode}}
 	}
+	external := func(mode v1alpha1.Mode) *v1alpha1.ControlPlaneEtcd {
+		c := cpe(mode)
+		c.Spec.Backend = v1alpha1.BackendExternal
+		return c
+	}
 	optOut := map[string]string{v1alpha1.OptOutAnnotation: ""}
 	tests := []struct {
 		name     string
@@ -38,6 +43,8 @@ func Test_decide(t *testing.T) {
 		{name: "an unknown kind with no ControlPlaneEtcd", cluster: cluster("MyControlPlane", nil, false)},
 		{name: "a ControlPlaneEtcd in Manage wins over an unknown kind", cluster: cluster("MyControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), wantHook: true},
 		{name: "a ControlPlaneEtcd in Manage wins over the opt-out (it was created before)", cluster: cluster("KThreesControlPlane", optOut, false), cpe: cpe(v1alpha1.ModeManage), wantHook: true},
+		{name: "a ControlPlaneEtcd of external etcd gives no hook even in Manage (its members run on no control-plane Machine)", cluster: cluster("MyControlPlane", nil, false),
+			cpe: external(v1alpha1.ModeManage)},
 		{name: "a ControlPlaneEtcd in Observe wins over the K3s default", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeObserve)},
 		{name: "a deleting Cluster gets no hook even in Manage", cluster: cluster("KThreesControlPlane", nil, true), cpe: cpe(v1alpha1.ModeManage)},
 		{name: "another shard's K3s Cluster with a ControlPlaneEtcd in Manage: a manager handles it, so the hook", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), other: true, wantHook: true},

@@ -183,8 +183,10 @@ func (g *Guard) record(m *clusterv1.Machine, out outcome) {
 }
 
 func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) outcome {
-	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp {
-		return allowed("not a control-plane Machine")
+	_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+	etcdCluster, etcdMachine := m.Labels[backends.EtcdClusterLabel]
+	if !cp && !etcdMachine {
+		return allowed("neither a control-plane Machine nor an etcd Machine")
 	}
 	if !m.DeletionTimestamp.IsZero() {
 		return allowed("the Machine is already being deleted")
@@ -212,13 +214,30 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 		return allowed(err.Error())
 	case cpe == nil:
 		return allowed("the Cluster has no ControlPlaneEtcd")
+	case cp && !cpe.Spec.Backend.HostsMembersOnControlPlaneMachines():
+		// Note: an external etcd's members run on no control-plane Machine (KubeadmControlPlane
+		// with clusterConfiguration.etcd.external), so deleting one removes no member, whatever
+		// etcd's health; its members are not matched to these Machines by name or address.
+		return allowed(fmt.Sprintf("ControlPlaneEtcd %s has backend %s: its members run on no control-plane Machine, so deleting one removes no etcd member", cpe.Name, cpe.Spec.Backend))
 	}
-	deleting, err := g.controlPlaneDeleting(ctx, cluster)
-	if err != nil {
-		return allowed(err.Error())
-	}
-	if deleting {
-		return allowed(fmt.Sprintf("the control plane %s %s is being deleted", cluster.Spec.ControlPlaneRef.Kind, cluster.Spec.ControlPlaneRef.Name))
+	// Machines are the Machines whose members this deletion is projected with: the Cluster's
+	// control-plane Machines, or the etcd Machines of its EtcdadmCluster.
+	selector := client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}
+	var hosts client.ListOption = client.HasLabels{clusterv1.MachineControlPlaneLabel}
+	if cp {
+		deleting, err := g.controlPlaneDeleting(ctx, cluster)
+		if err != nil {
+			return allowed(err.Error())
+		}
+		if deleting {
+			return allowed(fmt.Sprintf("the control plane %s %s is being deleted", cluster.Spec.ControlPlaneRef.Kind, cluster.Spec.ControlPlaneRef.Name))
+		}
+	} else {
+		if why, ok := g.etcdadmMachineChecked(ctx, cluster, cpe, etcdCluster); !ok {
+			return allowed(why)
+		}
+		selector[backends.EtcdClusterLabel] = etcdCluster
+		hosts = selector
 	}
 	skip := m.Annotations[v1alpha1.SkipQuorumGuardAnnotation] == v1alpha1.AnnotationTrue
 
@@ -231,7 +250,7 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 			"another deletion of a control-plane Machine of Cluster %s is being checked by the etcd quorum guard; try again", cluster.Name))}
 	}
 	defer g.endTurn(turn)
-	out := g.decideInTurn(ctx, cluster, cpe, m, turn, skip)
+	out := g.decideInTurn(ctx, cluster, cpe, m, turn, skip, selector, hosts)
 	if out.resp.Allowed && !dryRun {
 		turn.admit(m, time.Now())
 	}
@@ -244,15 +263,14 @@ func skipped(m *clusterv1.Machine) string {
 
 // decideInTurn decides while holding the Cluster's turn: it sees every deletion under way, the
 // ones the apiserver shows and the ones this guard admitted that it does not show yet.
-func (g *Guard) decideInTurn(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, turn *clusterTurn, skip bool) outcome {
+func (g *Guard) decideInTurn(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, turn *clusterTurn, skip bool, selector client.MatchingLabels, hosts client.ListOption) outcome {
 	if skip {
 		// Note: a skipped deletion is still recorded as admitted, so the deletions after it count
 		// its member as going.
 		return allowedWithWarning(cpe, v1alpha1.EventQuorumGuardSkipped, skipped(m))
 	}
 	machines := &clusterv1.MachineList{}
-	if err := g.APIReader.List(ctx, machines, client.InNamespace(cluster.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}, client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+	if err := g.APIReader.List(ctx, machines, client.InNamespace(cluster.Namespace), selector, hosts); err != nil {
 		return outcome{cpe: cpe, resp: admission.Errored(http.StatusInternalServerError,
 			fmt.Errorf("failed to list the control-plane Machines of Cluster %s to count the deletions under way: %w", cluster.Name, err))}
 	}
@@ -278,9 +296,14 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	}
 	along := alongWith(underWay)
 	if err != nil {
-		if lastEtcdMachine(all, underWay, m) {
+		_, byAddress := m.Labels[backends.EtcdClusterLabel]
+		if lastEtcdMachine(all, underWay, m, byAddress) {
+			others := "control-plane Machine with a Node"
+			if byAddress {
+				others = "etcd Machine with an address"
+			}
 			return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along,
-				fmt.Sprintf("etcd could not be observed (%v), and every other control-plane Machine with a Node is being deleted", err)))
+				fmt.Sprintf("etcd could not be observed (%v), and every other %s is being deleted", err, others)))
 		}
 		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedHealthUnknown,
 			fmt.Sprintf("etcd health of Cluster %s is unknown (%v); deleting Machine %s%s may lose etcd quorum", cluster.Name, err, m.Name, along))
@@ -338,19 +361,50 @@ func alongWith(underWay []*clusterv1.Machine) string {
 // being deleted: when etcd cannot be observed, that is the Machine of the last member. A
 // Machine without a Node hosts no member (Cluster API remediates a first control-plane Machine
 // that failed to provision, and deleting it does not touch etcd).
-func lastEtcdMachine(all []clusterv1.Machine, underWay []*clusterv1.Machine, m *clusterv1.Machine) bool {
-	if m.Status.NodeRef.Name == "" {
+//
+// An etcdadm etcd Machine has no Node: one with an address (where the etcdadm controller starts
+// its member, controllers/helpers.go getEtcdMachineAddress) counts as hosting one (byAddress).
+func lastEtcdMachine(all []clusterv1.Machine, underWay []*clusterv1.Machine, m *clusterv1.Machine, byAddress bool) bool {
+	hosts := func(o *clusterv1.Machine) bool {
+		if byAddress {
+			return len(o.Status.Addresses) > 0
+		}
+		return o.Status.NodeRef.Name != ""
+	}
+	if !hosts(m) {
 		return false
 	}
 	for i := range all {
 		o := &all[i]
-		if o.Name == m.Name || o.Status.NodeRef.Name == "" || !o.DeletionTimestamp.IsZero() ||
+		if o.Name == m.Name || !hosts(o) || !o.DeletionTimestamp.IsZero() ||
 			slices.ContainsFunc(underWay, func(u *clusterv1.Machine) bool { return u.Name == o.Name }) {
 			continue
 		}
 		return false
 	}
 	return true
+}
+
+// etcdadmMachineChecked reports whether the deletion of an etcd Machine of the EtcdadmCluster
+// named etcdCluster is to be projected, and why not when it is not: only the etcd Machines of the
+// EtcdadmCluster the Cluster owns host members of the Cluster's external etcd. While that
+// EtcdadmCluster is being deleted, the etcdadm controller deletes every etcd Machine
+// (controllers/controller.go reconcileDelete) and is let through, as a control plane being
+// deleted is.
+func (g *Guard) etcdadmMachineChecked(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, etcdCluster string) (string, bool) {
+	if cpe.Spec.Backend != v1alpha1.BackendExternal {
+		return fmt.Sprintf("an etcd Machine of EtcdadmCluster %s, and ControlPlaneEtcd %s has backend %s", etcdCluster, cpe.Name, cpe.Spec.Backend), false
+	}
+	ec, err := backends.FindEtcdadmCluster(ctx, g.Client, g.RESTMapper, cluster)
+	switch {
+	case err != nil:
+		return err.Error(), false
+	case ec == nil || ec.GetName() != etcdCluster:
+		return fmt.Sprintf("an etcd Machine of EtcdadmCluster %s, which Cluster %s does not own", etcdCluster, cluster.Name), false
+	case !ec.GetDeletionTimestamp().IsZero():
+		return fmt.Sprintf("EtcdadmCluster %s is being deleted", etcdCluster), false
+	}
+	return "", true
 }
 
 // controlPlaneDeleting reports whether the Cluster's control-plane object (spec.controlPlaneRef)

@@ -236,3 +236,49 @@ func (r *recorder) Eventf(obj runtime.Object, eventType, reason, format string, 
 func (r *recorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventType, reason, format string, args ...any) {
 	r.Eventf(obj, eventType, reason, format, args...)
 }
+
+// TestGuard_externalEtcd: an external etcd's members run on no control-plane Machine, so the
+// guard lets every control-plane Machine deletion through, unchecked and unrecorded, even when
+// a member's name or address would tie it to the Machine and etcd is broken or unobservable.
+func TestGuard_externalEtcd(t *testing.T) {
+	tests := []struct {
+		name       string
+		snapshot   func() *etcd.Snapshot
+		observeErr error
+		machines   []string
+	}{
+		{name: "A broken external etcd whose members are named after the Machines' Nodes does not block a deletion",
+			snapshot: func() *etcd.Snapshot { return broken(healthy(3), 1) }, machines: []string{"cp-0", "cp-1", "cp-2"}},
+		{name: "An external etcd whose only member is named after the Machine's Node does not block a deletion",
+			snapshot: func() *etcd.Snapshot { return healthy(1) }, machines: []string{"cp-0"}},
+		{name: "An unobservable external etcd does not block the deletion of the last control-plane Machine",
+			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable), machines: []string{"cp-0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			backend := &etcdfake.Cluster{ObserveError: tt.observeErr}
+			if tt.snapshot != nil {
+				backend.ObserveResponse = tt.snapshot()
+			}
+			rec := &recorder{}
+			guard := newGuard(backend, rec)
+			cpe := &v1alpha1.ControlPlaneEtcd{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+				Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Backend: v1alpha1.BackendExternal, Mode: v1alpha1.ModeObserve},
+			}
+			objs := []client.Object{cluster(), cpe}
+			for _, node := range tt.machines {
+				objs = append(objs, machine("m-"+node, node, false))
+			}
+			c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).Build()
+			guard.Client, guard.APIReader = c, c
+
+			resp := guard.Handle(context.Background(), deleteRequest(g, machine("m-cp-0", "cp-0", false), false))
+
+			g.Expect(resp.Allowed).To(BeTrue())
+			g.Expect(resp.Warnings).To(BeEmpty())
+			g.Expect(rec.events).To(BeEmpty())
+		})
+	}
+}

@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/external"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdadm"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
+)
+
+// The spec plays the etcdadm controller (aws/etcdadm-controller): it creates the EtcdadmCluster
+// owned by its Cluster, the etcd Machines labelled and owned as that controller creates them
+// (controllers/helpers.go generateMachine), the Secrets under the names it writes
+// (controllers/certs.go), and status.endpoints once the members run (controllers/status.go
+// updateStatus). etcd is real (3 TLS members, each on its own loopback address standing for its
+// Machine's address), and Cluster API's own Machine controller runs the etcd Machines.
+var _ = Describe("External etcd of an EtcdadmCluster", func() {
+	It("gets an external ControlPlaneEtcd in Observe that reads status.endpoints, says why while there are none, binds each member to its etcd Machine, and guards the etcd Machines' deletion", func(ctx SpecContext) {
+		By("a real 3-member TLS etcd, each member on its own address, and the Secrets of the Cluster's external etcd")
+		ips := []string{"127.0.0.41", "127.0.0.42", "127.0.0.43"}
+		specs := etcdcluster.Nodes("etcdadm", 3)
+		for i := range specs {
+			specs[i].IP = ips[i]
+		}
+		etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(etcdc.Close)
+		wl, err := env.StartAPIServer(env.APIServerOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(wl.Stop)
+		ns := createNamespace(ctx)
+		cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "eadm", Workload: wl.Config})
+		Expect(err).NotTo(HaveOccurred())
+		kp := etcdc.ClientKeyPair()
+		createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
+		createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
+
+		By("an EtcdadmCluster owned by the Cluster, with no status.endpoints yet, and a KubeadmControlPlane")
+		ec := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(3)}}}
+		ec.SetGroupVersionKind(etcdadm.GVK)
+		ec.SetNamespace(ns)
+		ec.SetName(cluster.Name + "-etcd")
+		ec.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID}})
+		Expect(mgmt.Client.Create(ctx, ec)).To(Succeed())
+		// Note: the forks' KubeadmControlPlane gets its external endpoints from the etcd cluster;
+		// this one lists none (its CRD refuses an empty list), so only the EtcdadmCluster's can
+		// be dialled.
+		createKubeadmControlPlane(ctx, ns, cluster.Name, nil)
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+		before := cluster.DeepCopy()
+		cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: kubeadmControlPlaneGVK.Group, Kind: kubeadmControlPlaneGVK.Kind, Name: cluster.Name}
+		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+
+		By("three etcd Machines as the etcdadm controller creates them: its labels, its controller reference, no control-plane label, no Node")
+		var machines []*clusterv1.Machine
+		for i, ip := range ips {
+			machines = append(machines, createEtcdMachine(ctx, cluster, ec, fmt.Sprintf("%s-%d", ec.GetName(), i), ip))
+		}
+
+		By("etcd-adapter creates the Cluster's ControlPlaneEtcd: backend external, mode Observe")
+		cpe := &v1alpha1.ControlPlaneEtcd{}
+		Eventually(func() error {
+			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)
+		}, reconcileTimeout).Should(Succeed())
+		Expect(cpe.Spec.Backend).To(Equal(v1alpha1.BackendExternal))
+		Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeObserve))
+		before2 := cpe.DeepCopy()
+		cpe.Spec.ObservationInterval = &metav1.Duration{Duration: observationInterval}
+		Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before2))).To(Succeed())
+
+		By("with no status.endpoints yet, EtcdClusterHealthy is Unknown and says so; no member is listed")
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+			c := findCondition(got, v1alpha1.EtcdClusterHealthyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionUnknown))
+			g.Expect(c.Message).To(ContainSubstring("EtcdadmCluster %s/%s has no status.endpoints yet", ns, ec.GetName()))
+			g.Expect(got.Status.Members).To(BeEmpty())
+		}, reconcileTimeout).Should(Succeed())
+
+		By("the etcdadm controller writes status.endpoints: the members' client URLs, sorted, comma-separated")
+		var endpoints []string
+		for _, m := range etcdc.Members() {
+			endpoints = append(endpoints, m.ClientURL())
+		}
+		Expect(unstructured.SetNestedField(ec.Object, strings.Join(endpoints, ","), "status", "endpoints")).To(Succeed())
+		Expect(unstructured.SetNestedField(ec.Object, true, "status", "ready")).To(Succeed())
+		Expect(mgmt.Client.Status().Update(ctx, ec)).To(Succeed())
+
+		By("the status lists the 3 members, healthy, each bound to the etcd Machine whose address its peer URL names")
+		want := map[string]string{}
+		for i, m := range etcdc.Members() {
+			want[m.Name()] = machines[i].Name
+		}
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+			g.Expect(got.Status.Members).To(HaveLen(3))
+			bound := map[string]string{}
+			for _, m := range got.Status.Members {
+				g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy), "member %s: %s", m.Name, m.Message)
+				bound[m.Name] = m.MachineName
+			}
+			g.Expect(bound).To(Equal(want))
+			g.Expect(got.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(3)))
+			g.Expect(conditionStatus(got, v1alpha1.EtcdClusterHealthyCondition)).To(Equal(metav1.ConditionTrue), fmt.Sprint(findCondition(got, v1alpha1.EtcdClusterHealthyCondition)))
+		}, reconcileTimeout).Should(Succeed())
+
+		By("a member stops: deleting the etcd Machine of a healthy member is refused by the quorum guard")
+		stopped := etcdc.Members()[2]
+		Expect(etcdc.StopMember(ctx, stopped.Name())).To(Succeed())
+		Eventually(func() string { return guardVerdict(ctx, machines[0]) }, reconcileTimeout).Should(ContainSubstring("would lose etcd quorum"))
+		Expect(guardVerdict(ctx, machines[1])).To(ContainSubstring("would lose etcd quorum"))
+
+		By("as the etcdadm controller scales down (controllers/scale.go removeEtcdMemberAndDeleteMachine): the stopped member is removed by its peer URL, then its Machine is deleted; the guard lets it through")
+		cli, err := etcdc.Members()[0].NewClient(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cli.Close)
+		list, err := cli.MemberList(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		var removeID uint64
+		for _, m := range list.Members {
+			if slices.Contains(m.PeerURLs, stopped.PeerURL()) {
+				removeID = m.ID
+			}
+		}
+		Expect(removeID).NotTo(BeZero())
+		_, err = cli.MemberRemove(ctx, removeID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(deleteMachine(ctx, machines[2])).To(BeEmpty(), "no warning: the Machine hosts no member any more")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(machines[2]), &clusterv1.Machine{}))
+		}, reconcileTimeout).Should(BeTrue(), "Cluster API's Machine controller deletes the etcd Machine")
+	})
+})
+
+// createEtcdMachine creates an etcd Machine of the EtcdadmCluster ec as the etcdadm controller does
+// (aws/etcdadm-controller controllers/helpers.go generateMachine: labels cluster-name and
+// etcd-cluster, the EtcdadmCluster as controller) on a TestMachine whose status.addresses hold ip
+// as an InternalIP, which Cluster API's Machine controller copies to the Machine.
+func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unstructured.Unstructured, name, ip string) *clusterv1.Machine {
+	im := infra.NewMachine(cluster.Namespace, name, "test://etcd/"+name)
+	Expect(mgmt.Client.Create(ctx, im)).To(Succeed())
+	isController := true
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: cluster.Namespace, Name: name,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name, backends.EtcdClusterLabel: ec.GetName()},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: etcdadm.GVK.GroupVersion().String(), Kind: etcdadm.GVK.Kind,
+				Name: ec.GetName(), UID: ec.GetUID(), Controller: &isController}},
+		},
+		Spec: clusterv1.MachineSpec{
+			ClusterName:       cluster.Name,
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: new(name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infra.Group, Kind: infra.MachineKind, Name: name},
+		},
+	}
+	Expect(mgmt.Client.Create(ctx, m)).To(Succeed())
+	Eventually(func() error {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(im.GroupVersionKind())
+		if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(im), got); err != nil {
+			return err
+		}
+		before := got.DeepCopy()
+		if err := unstructured.SetNestedSlice(got.Object, []any{map[string]any{"type": string(clusterv1.MachineInternalIP), "address": ip}}, "status", "addresses"); err != nil {
+			return err
+		}
+		return mgmt.Client.Status().Patch(ctx, got, client.MergeFrom(before))
+	}, reconcileTimeout).Should(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+		g.Expect(m.Status.Addresses).To(ContainElement(HaveField("Address", ip)))
+	}, reconcileTimeout).Should(Succeed())
+	return m
+}

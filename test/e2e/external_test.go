@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/external"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
+)
+
+// kubeadmControlPlaneGVK is KubeadmControlPlane v1beta2. The suite installs its CRD and runs no
+// KCP controller: the objects stand for what a user applies, and etcd-adapter reads them.
+var kubeadmControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmControlPlane"}
+
+var _ = Describe("External etcd of a KubeadmControlPlane", func() {
+	It("gets an external ControlPlaneEtcd in Observe that reports every member by etcd's own ID and health, and never holds a control-plane Machine deletion", func(ctx SpecContext) {
+		By("a real 3-member TLS etcd outside the workload cluster, and its Secrets as Cluster API names them for external etcd")
+		etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes("etcd", 3)})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(etcdc.Close)
+		wl, err := env.StartAPIServer(env.APIServerOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(wl.Stop)
+		ns := createNamespace(ctx)
+		cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "ext", Workload: wl.Config})
+		Expect(err).NotTo(HaveOccurred())
+		kp := etcdc.ClientKeyPair()
+		createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
+		createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
+
+		By("two control-plane Machines bound to Nodes of the workload cluster; they host no etcd member")
+		var machines []*clusterv1.Machine
+		for _, node := range []string{"cp-0", "cp-1"} {
+			Expect(wl.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})).To(Succeed())
+			machines = append(machines, bindMachine(ctx, cluster, wl.Client, node))
+		}
+
+		By("a KubeadmControlPlane whose clusterConfiguration.etcd.external lists the members' client URLs, referenced by the Cluster")
+		var endpoints []string
+		wantIDs := map[string]string{} // member name -> ID in hex, as etcd gives it
+		for _, m := range etcdc.Members() {
+			endpoints = append(endpoints, m.ClientURL())
+			wantIDs[m.Name()] = strconv.FormatUint(m.ID(), 16)
+		}
+		createKubeadmControlPlane(ctx, ns, cluster.Name, map[string]any{"external": map[string]any{
+			"endpoints": toAny(endpoints), "caFile": "/etc/kubernetes/pki/etcd/ca.crt",
+			"certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt", "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key",
+		}})
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+		before := cluster.DeepCopy()
+		cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: kubeadmControlPlaneGVK.Group, Kind: kubeadmControlPlaneGVK.Kind, Name: cluster.Name}
+		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+
+		By("etcd-adapter creates the Cluster's ControlPlaneEtcd: backend external, mode Observe")
+		cpe := &v1alpha1.ControlPlaneEtcd{}
+		Eventually(func() error {
+			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)
+		}, reconcileTimeout).Should(Succeed())
+		Expect(cpe.Spec.Backend).To(Equal(v1alpha1.BackendExternal))
+		Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeObserve))
+		before2 := cpe.DeepCopy()
+		cpe.Spec.ObservationInterval = &metav1.Duration{Duration: observationInterval}
+		Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before2))).To(Succeed())
+
+		By("mode Manage is refused for external etcd")
+		manage := cpe.DeepCopy()
+		manage.Spec.Mode = v1alpha1.ModeManage
+		Expect(mgmt.Client.Patch(ctx, manage, client.MergeFrom(cpe))).To(MatchError(ContainSubstring("mode Manage is not supported for backend external")))
+
+		By("the status lists the 3 members with etcd's own IDs, all healthy, on no Machine")
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+			g.Expect(got.Status.Members).To(HaveLen(3))
+			for _, m := range got.Status.Members {
+				g.Expect(m.ID).To(Equal(wantIDs[m.Name]), "member %s", m.Name)
+				g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy), "member %s: %s", m.Name, m.Message)
+				g.Expect(m.MachineName).To(BeEmpty())
+			}
+			g.Expect(got.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(3)))
+			g.Expect(got.Status.Leader).NotTo(BeEmpty())
+			g.Expect(conditionStatus(got, v1alpha1.EtcdClusterHealthyCondition)).To(Equal(metav1.ConditionTrue), fmt.Sprint(findCondition(got, v1alpha1.EtcdClusterHealthyCondition)))
+		}, reconcileTimeout).Should(Succeed())
+
+		By("stopping one member: the status says it is unhealthy, and the others healthy")
+		stopped := etcdc.Members()[2]
+		Expect(etcdc.StopMember(ctx, stopped.Name())).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+			g.Expect(got.Status.Members).To(HaveLen(3))
+			for _, m := range got.Status.Members {
+				if m.Name == stopped.Name() {
+					g.Expect(m.Health).To(Equal(v1alpha1.MemberUnhealthy))
+					g.Expect(m.Message).NotTo(BeEmpty())
+					continue
+				}
+				g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy), "member %s: %s", m.Name, m.Message)
+			}
+			g.Expect(got.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(2)))
+			g.Expect(got.Status.FaultTolerance).To(HaveValue(BeEquivalentTo(0)))
+			g.Expect(conditionStatus(got, v1alpha1.EtcdClusterHealthyCondition)).To(Equal(metav1.ConditionFalse))
+			g.Expect(conditionStatus(got, v1alpha1.AvailableCondition)).To(Equal(metav1.ConditionTrue))
+		}, reconcileTimeout).Should(Succeed())
+
+		By("deleting every control-plane Machine, the last one too: the quorum guard lets each through with no warning, and Cluster API deletes it")
+		for _, m := range machines {
+			Expect(deleteMachine(ctx, m)).To(BeEmpty(), "Machine %s", m.Name)
+			Eventually(func() error {
+				return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{})
+			}, deletionTimeout).Should(MatchError(ContainSubstring("not found")), "Machine %s", m.Name)
+		}
+		cli, err := etcdc.Members()[0].NewClient(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cli.Close)
+		list, err := cli.MemberList(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list.Members).To(HaveLen(3), "deleting control-plane Machines removes no external member")
+	}, SpecTimeout(5*time.Minute))
+})
+
+// createKubeadmControlPlane creates a KubeadmControlPlane whose clusterConfiguration.etcd is
+// etcdSpec (nil: none, stacked etcd).
+func createKubeadmControlPlane(ctx context.Context, ns, name string, etcdSpec map[string]any) {
+	kcp := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"version": "v1.34.0",
+		"machineTemplate": map[string]any{"spec": map[string]any{"infrastructureRef": map[string]any{
+			"apiGroup": infra.Group, "kind": "TestMachineTemplate", "name": name,
+		}}},
+	}}}
+	kcp.SetGroupVersionKind(kubeadmControlPlaneGVK)
+	kcp.SetNamespace(ns)
+	kcp.SetName(name)
+	if etcdSpec != nil {
+		Expect(unstructured.SetNestedField(kcp.Object, etcdSpec, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd")).To(Succeed())
+	}
+	Expect(mgmt.Client.Create(ctx, kcp)).To(Succeed())
+}
+
+func createSecret(ctx context.Context, ns, name string, data map[string][]byte) {
+	Expect(mgmt.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data})).To(Succeed())
+}
+
+// deleteMachine deletes the Machine and returns the admission warnings.
+func deleteMachine(ctx context.Context, m *clusterv1.Machine) []string {
+	cfg := rest.CopyConfig(mgmt.Config)
+	w := &warningCollector{}
+	cfg.WarningHandler = w
+	dyn, err := dynamic.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(dyn.Resource(clusterv1.GroupVersion.WithResource("machines")).Namespace(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{})).To(Succeed())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.texts)
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s)
+	}
+	return out
+}
