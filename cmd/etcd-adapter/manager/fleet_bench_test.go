@@ -35,6 +35,9 @@ const (
 	clockTicks = 100
 	// settle is the pause between growing the fleet and sampling the manager's CPU.
 	settle = 10 * time.Second
+	// idleConnTimeout is how long an idle HTTP connection stays in a client-go transport's pool
+	// (net/http's DefaultTransport.IdleConnTimeout, which client-go keeps).
+	idleConnTimeout = 90 * time.Second
 )
 
 // BenchmarkFleet runs the etcd-adapter manager binary (a separate process, so its CPU and memory
@@ -72,7 +75,7 @@ func BenchmarkFleet(b *testing.B) {
 		}
 		window = d
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 140*time.Minute)
 	defer cancel()
 	for range b.N {
 		dir := b.TempDir()
@@ -489,9 +492,11 @@ func (f *fleet) deleteAll(ctx context.Context, proc *managerProcess) (sample, er
 	if err != nil {
 		return sample{}, fmt.Errorf("failed waiting for the fleet's Clusters and ControlPlaneEtcds to be gone: %w", err)
 	}
-	// The ClusterCache disconnects on the Cluster's deletion and the registry forgets it; give
-	// the informers' goroutines and the Go runtime a window to wind down before sampling.
-	if err := sleep(ctx, settle+30*time.Second); err != nil {
+	// The ClusterCache disconnects on the Cluster's deletion and the registry forgets it. The
+	// HTTP connections to the workload apiservers then sit idle in their transports' pools until
+	// the idle timeout closes them (client-go keeps net/http's default, 90 s), each with its read
+	// loop goroutine and descriptor, so sample after that.
+	if err := sleep(ctx, idleConnTimeout+settle); err != nil {
 		return sample{}, err
 	}
 	return proc.sample()
