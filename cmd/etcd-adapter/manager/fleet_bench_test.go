@@ -478,6 +478,14 @@ func (f *fleet) deleteAll(ctx context.Context, proc *managerProcess) (sample, er
 		if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})); err != nil {
 			return sample{}, fmt.Errorf("failed to delete ControlPlaneEtcd %s: %w", key, err)
 		}
+		// The test environment runs no garbage collector, which would delete the Cluster's
+		// Secrets with it; the manager caches them.
+		for _, suffix := range []string{"-kubeconfig", "-etcd"} {
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name + suffix}}
+			if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, secret)); err != nil {
+				return sample{}, fmt.Errorf("failed to delete Secret %s: %w", client.ObjectKeyFromObject(secret), err)
+			}
+		}
 	}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		clusters, cpes := &clusterv1.ClusterList{}, &v1alpha1.ControlPlaneEtcdList{}
