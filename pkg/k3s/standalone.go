@@ -33,7 +33,7 @@ func Start(ctx context.Context, restConfig *rest.Config, cfg Config) (*Backend, 
 		}
 		cfg.Client = c
 	}
-	cache, err := ctrlcache.New(restConfig, ctrlcache.Options{Scheme: scheme, ByObject: map[client.Object]ctrlcache.ByObject{&corev1.Node{}: {}}})
+	cache, err := ctrlcache.New(restConfig, ctrlcache.Options{Scheme: scheme, ByObject: map[client.Object]ctrlcache.ByObject{&corev1.Node{}: NodeCacheOptions()}})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create Node cache: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,17 +35,36 @@ const (
 	clockTicks = 100
 	// settle is the pause between growing the fleet and sampling the manager's CPU.
 	settle = 10 * time.Second
+	// idleConnTimeout is how long an idle HTTP connection stays in a client-go transport's pool
+	// (net/http's DefaultTransport.IdleConnTimeout, which client-go keeps).
+	idleConnTimeout = 90 * time.Second
 )
 
 // BenchmarkFleet runs the etcd-adapter manager binary (a separate process, so its CPU and memory
-// are its own) against N K3s-flavoured workload clusters, each with its own apiserver, 3-member
-// etcd and K3s simulator, for N = 1, 5, 10, 20 (FLEET_SIZES overrides, e.g. "1,5"), growing the
-// fleet between sizes. Per size it prints the manager's CPU-seconds per minute over a quiet
-// window (FLEET_WINDOW, default 1m), its resident memory, and status freshness: the time from a
-// Node going NotReady on every cluster at once to each ControlPlaneEtcd saying so. From the
-// slope it estimates 1,000 clusters on one manager.
+// are its own) against a fleet of workload clusters per backend (FLEET_BACKENDS, default
+// "k3s,kubeadm"), each cluster with its own apiserver and 3-member etcd: K3s-flavoured ones with
+// the K3s simulator, kubeadm-flavoured ones with etcd behind the apiserver's port-forward (the
+// manager keeps a TLS connection per member). For N = 1, 5, 10, 20 clusters (FLEET_SIZES
+// overrides, e.g. "1,5"), growing the fleet between sizes, it prints per size the manager's
+// CPU-seconds per minute over a quiet window (FLEET_WINDOW, default 1m), its resident memory,
+// Go heap in use, open file descriptors and goroutines, and status freshness: the time from the
+// member on Node cp-2 failing on every cluster at once (K3s: the Node goes NotReady; kubeadm:
+// its etcd stops) to each ControlPlaneEtcd saying so. From the slope it estimates 1,000
+// clusters on one manager. At the largest size it then adds worker Nodes to every cluster
+// (FLEET_WORKERS, default "0,100,500" per cluster; stand-in Node objects with a kubelet's
+// status) and measures again. Last, it deletes every Cluster and measures once more: the
+// manager should be back at its baseline (taken before the first cluster). FLEET_SHARD=1 then
+// runs the K3s fleet's sharding check (two managers by --watch-filter).
 func BenchmarkFleet(b *testing.B) {
-	sizes := fleetSizes(b)
+	sizes := fleetInts(b, "FLEET_SIZES", []int{1, 5, 10, 20}, 1)
+	workers := fleetInts(b, "FLEET_WORKERS", []int{0, 100, 500}, 0)
+	backends := []v1alpha1.Backend{v1alpha1.BackendK3s, v1alpha1.BackendKubeadm}
+	if s := os.Getenv("FLEET_BACKENDS"); s != "" {
+		backends = nil
+		for _, f := range strings.Split(s, ",") {
+			backends = append(backends, v1alpha1.Backend(strings.TrimSpace(f)))
+		}
+	}
 	// One minute: the ControlPlaneEtcds' default observation interval is 30 s, so a shorter
 	// window would alias with it.
 	window := time.Minute
@@ -55,58 +75,160 @@ func BenchmarkFleet(b *testing.B) {
 		}
 		window = d
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 140*time.Minute)
 	defer cancel()
 	for range b.N {
-		f := &fleet{ns: "fleet-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
-		if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
-			b.Fatal(err)
-		}
 		dir := b.TempDir()
 		bin, err := buildManager(ctx, dir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		proc, err := startManagerProcess(ctx, bin, dir, "all")
-		if err != nil {
-			b.Fatal(err)
-		}
-		var rows []fleetRow
-		for _, n := range sizes {
-			if err := f.grow(ctx, n); err != nil {
-				b.Fatal(errors.Join(err, f.close(), proc.stop()))
+		for _, backend := range backends {
+			if err := runFleet(ctx, bin, dir, backend, sizes, workers, window); err != nil {
+				b.Fatal(err)
 			}
-			row, err := f.measure(ctx, proc, window)
-			if err != nil {
-				b.Fatal(errors.Join(err, f.close(), proc.stop()))
-			}
-			rows = append(rows, row)
-			fmt.Printf("fleet N=%-3d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  status freshness p50 %v max %v\n",
-				n, row.cpuPerMin, row.cpuPerMin/float64(n), row.rssMiB, row.freshP50.Round(time.Millisecond), row.freshMax.Round(time.Millisecond))
-		}
-		printEstimate(rows)
-		if err := proc.stop(); err != nil {
-			b.Fatal(errors.Join(err, f.close()))
-		}
-		if err := f.shard(ctx, bin, dir, window); err != nil {
-			b.Fatal(errors.Join(err, f.close()))
-		}
-		if err := f.close(); err != nil {
-			b.Fatal(err)
 		}
 	}
 }
 
-func fleetSizes(b *testing.B) []int {
-	s := os.Getenv("FLEET_SIZES")
+// runFleet measures one backend's fleet with a manager of its own.
+func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, sizes, workers []int, window time.Duration) (err error) {
+	f := &fleet{ns: "fleet-" + string(backend) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), backend: backend}
+	if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, f.close()) }()
+	proc, err := startManagerProcess(ctx, bin, dir, "all")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if proc != nil {
+			err = errors.Join(err, proc.stop())
+		}
+	}()
+	// The baseline: the manager ready, no workload cluster yet, after the same settling time
+	// as every other sample.
+	if err := sleep(ctx, settle); err != nil {
+		return err
+	}
+	base, err := proc.sample()
+	if err != nil {
+		return err
+	}
+	baseGroups, err := proc.goroutineGroups()
+	if err != nil {
+		return err
+	}
+	if err := saveHeapProfile(proc, string(backend)+"-baseline"); err != nil {
+		return err
+	}
+	fmt.Printf("fleet %s baseline: RSS %.1f MiB  heap %.1f MiB  fds %d  goroutines %d\n", backend, base.rssMiB, base.heapMiB, base.fds, base.goroutines)
+	var rows []fleetRow
+	for _, n := range sizes {
+		if err := f.grow(ctx, n); err != nil {
+			return err
+		}
+		row, err := f.measure(ctx, proc, window)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+		printRow(backend, row)
+		if err := saveHeapProfile(proc, fmt.Sprintf("%s-N%d", backend, n)); err != nil {
+			return err
+		}
+	}
+	printEstimate(backend, rows)
+	var byWorkers []fleetRow
+	for _, w := range workers {
+		if w == 0 && len(rows) > 0 {
+			byWorkers = append(byWorkers, rows[len(rows)-1])
+			continue
+		}
+		if err := f.addWorkers(ctx, w); err != nil {
+			return err
+		}
+		row, err := f.measure(ctx, proc, window)
+		if err != nil {
+			return err
+		}
+		byWorkers = append(byWorkers, row)
+		printRow(backend, row)
+		if err := saveHeapProfile(proc, fmt.Sprintf("%s-N%d-W%d", backend, row.n, w)); err != nil {
+			return err
+		}
+	}
+	printWorkerSlope(backend, byWorkers)
+	after, err := f.deleteAll(ctx, proc)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fleet %s after deleting the %d Clusters: RSS %.1f MiB (baseline %.1f)  heap %.1f MiB (baseline %.1f)  fds %d (baseline %d)  goroutines %d (baseline %d)\n",
+		backend, len(f.clusters), after.rssMiB, base.rssMiB, after.heapMiB, base.heapMiB, after.fds, base.fds, after.goroutines, base.goroutines)
+	if err := saveHeapProfile(proc, string(backend)+"-deleted"); err != nil {
+		return err
+	}
+	afterGroups, err := proc.goroutineGroups()
+	if err != nil {
+		return err
+	}
+	printGoroutineGrowth(backend, baseGroups, afterGroups)
+	if backend == v1alpha1.BackendK3s && os.Getenv("FLEET_SHARD") == "1" {
+		if err := proc.stop(); err != nil {
+			return err
+		}
+		proc = nil
+		for i := range f.clusters {
+			if err := f.register(ctx, i); err != nil {
+				return err
+			}
+		}
+		return f.shard(ctx, bin, dir, window)
+	}
+	return nil
+}
+
+// saveHeapProfile writes the manager's heap profile into FLEET_PROFILES (when set), named after
+// the sample, for `go tool pprof`.
+func saveHeapProfile(proc *managerProcess, name string) error {
+	dir := os.Getenv("FLEET_PROFILES")
+	if dir == "" {
+		return nil
+	}
+	profile, err := body("http://" + proc.profiler + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return fmt.Errorf("failed to read the manager's heap profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "heap-"+name+".pb.gz"), []byte(profile), 0o600)
+}
+
+func printRow(backend v1alpha1.Backend, row fleetRow) {
+	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB  fds %4d  goroutines %5d  freshness p50 %v max %v\n",
+		backend, row.n, row.workers, row.cpuPerMin, row.cpuPerMin/float64(row.n), row.rssMiB, row.heapMiB, row.fds, row.goroutines,
+		row.freshP50.Round(time.Millisecond), row.freshMax.Round(time.Millisecond))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// fleetInts reads a comma-separated list of numbers of at least min from the environment.
+func fleetInts(b *testing.B, name string, def []int, minimum int) []int {
+	s := os.Getenv(name)
 	if s == "" {
-		return []int{1, 5, 10, 20}
+		return def
 	}
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("FLEET_SIZES: %q is not a positive number", f)
+		if err != nil || n < minimum {
+			b.Fatalf("%s: %q is not a number of at least %d", name, f, minimum)
 		}
 		out = append(out, n)
 	}
@@ -115,38 +237,117 @@ func fleetSizes(b *testing.B) []int {
 }
 
 type fleetRow struct {
-	n                  int
-	cpuPerMin, rssMiB  float64
+	n, workers         int
+	cpuPerMin          float64
 	freshP50, freshMax time.Duration
+	sample
 }
 
-// printEstimate fits CPU and memory to a line over the sizes and extrapolates to 1,000 clusters.
-func printEstimate(rows []fleetRow) {
+// sample is what the manager process holds at one moment.
+type sample struct {
+	rssMiB, heapMiB float64
+	fds, goroutines int
+}
+
+// printEstimate fits CPU, memory, descriptors and goroutines to a line over the sizes and
+// extrapolates to 1,000 clusters.
+func printEstimate(backend v1alpha1.Backend, rows []fleetRow) {
 	if len(rows) < 2 {
 		return
 	}
-	cpuSlope, cpuBase := fit(rows, func(r fleetRow) float64 { return r.cpuPerMin })
-	rssSlope, rssBase := fit(rows, func(r fleetRow) float64 { return r.rssMiB })
-	fmt.Printf("fleet slope: %.3f CPU-s/min and %.2f MiB per cluster (base %.2f CPU-s/min, %.1f MiB); 1,000 clusters on one manager ≈ %.1f CPU-s/min (%.2f cores) and %.0f MiB\n",
-		cpuSlope, rssSlope, cpuBase, rssBase, cpuBase+1000*cpuSlope, (cpuBase+1000*cpuSlope)/60, rssBase+1000*rssSlope)
+	x := func(r fleetRow) float64 { return float64(r.n) }
+	cpuSlope, cpuBase := fit(rows, x, func(r fleetRow) float64 { return r.cpuPerMin })
+	rssSlope, rssBase := fit(rows, x, func(r fleetRow) float64 { return r.rssMiB })
+	fdSlope, fdBase := fit(rows, x, func(r fleetRow) float64 { return float64(r.fds) })
+	gSlope, gBase := fit(rows, x, func(r fleetRow) float64 { return float64(r.goroutines) })
+	fmt.Printf("fleet %s slope: %.3f CPU-s/min, %.2f MiB, %.1f fds, %.1f goroutines per cluster (base %.2f CPU-s/min, %.1f MiB, %.0f fds, %.0f goroutines); "+
+		"1,000 clusters on one manager ≈ %.1f CPU-s/min (%.2f cores), %.0f MiB, %.0f fds, %.0f goroutines\n",
+		backend, cpuSlope, rssSlope, fdSlope, gSlope, cpuBase, rssBase, fdBase, gBase,
+		cpuBase+1000*cpuSlope, (cpuBase+1000*cpuSlope)/60, rssBase+1000*rssSlope, fdBase+1000*fdSlope, gBase+1000*gSlope)
 }
 
-// fit is a least-squares line y = slope*n + base.
-func fit(rows []fleetRow, y func(fleetRow) float64) (slope, base float64) {
+// printWorkerSlope fits memory and CPU to the worker Nodes per cluster at the largest size.
+func printWorkerSlope(backend v1alpha1.Backend, rows []fleetRow) {
+	if len(rows) < 2 {
+		return
+	}
+	x := func(r fleetRow) float64 { return float64(r.workers) }
+	rssSlope, _ := fit(rows, x, func(r fleetRow) float64 { return r.rssMiB })
+	heapSlope, _ := fit(rows, x, func(r fleetRow) float64 { return r.heapMiB })
+	cpuSlope, _ := fit(rows, x, func(r fleetRow) float64 { return r.cpuPerMin })
+	n := rows[0].n
+	fmt.Printf("fleet %s workers: per 100 worker Nodes on each of %d clusters, RSS %+.2f MiB, heap %+.2f MiB, CPU %+.3f s/min (per cluster: %+.3f MiB RSS per 100 workers)\n",
+		backend, n, 100*rssSlope, 100*heapSlope, 100*cpuSlope, 100*rssSlope/float64(n))
+}
+
+// fit is a least-squares line y = slope*x + base.
+func fit(rows []fleetRow, xOf, y func(fleetRow) float64) (slope, base float64) {
 	var sx, sy, sxx, sxy float64
 	for _, r := range rows {
-		x := float64(r.n)
+		x := xOf(r)
 		sx, sy, sxx, sxy = sx+x, sy+y(r), sxx+x*x, sxy+x*y(r)
 	}
 	n := float64(len(rows))
-	slope = (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	if d := n*sxx - sx*sx; d != 0 {
+		slope = (n*sxy - sx*sy) / d
+	}
 	return slope, (sy - slope*sx) / n
 }
 
-// fleet is the workload clusters registered so far.
+// fleetCluster is one workload cluster of the fleet: exactly one of k3s and kubeadm is set.
+type fleetCluster struct {
+	k3s     *workload.K3s
+	kubeadm *workload.Kubeadm
+}
+
+func (c fleetCluster) apiServer() *env.APIServer {
+	if c.k3s != nil {
+		return c.k3s.APIServer
+	}
+	return c.kubeadm.APIServer
+}
+
+// fail makes the member on Node node fail: K3s's Node goes NotReady, kubeadm's etcd stops.
+func (c fleetCluster) fail(ctx context.Context, node string) error {
+	if c.k3s != nil {
+		return c.k3s.Kubelet(node).SetNotReady(ctx, corev1.ConditionFalse, "FleetBenchmark")
+	}
+	return c.kubeadm.Etcd.MemberOnNode(node).Stop()
+}
+
+func (c fleetCluster) recover(ctx context.Context, node string) error {
+	if c.k3s != nil {
+		return c.k3s.Kubelet(node).SetReady(ctx)
+	}
+	return c.kubeadm.Etcd.MemberOnNode(node).Restart(ctx)
+}
+
+func (c fleetCluster) close() error {
+	if c.k3s != nil {
+		return c.k3s.Close()
+	}
+	return c.kubeadm.Close()
+}
+
+// fleet is the workload clusters of one backend registered so far.
 type fleet struct {
 	ns       string
-	clusters []*workload.K3s
+	backend  v1alpha1.Backend
+	clusters []fleetCluster
+	workers  int
+}
+
+func (f *fleet) start(ctx context.Context, idx int) (fleetCluster, error) {
+	if f.backend == v1alpha1.BackendKubeadm {
+		k, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3, Heartbeat: 10 * time.Second})
+		return fleetCluster{kubeadm: k}, err
+	}
+	// K3s ticks every 2 s and kubelets report every 10 s; slower than the tests' defaults, so 20
+	// clusters leave the shared machine some CPU.
+	k, err := workload.StartK3s(ctx, workload.K3sOptions{
+		Members: 3, FirstIP: 10 + 3*idx, Tick: 2 * time.Second, Heartbeat: 10 * time.Second,
+	})
+	return fleetCluster{k3s: k}, err
 }
 
 // grow starts and registers clusters until there are n, a few at a time.
@@ -154,20 +355,16 @@ func (f *fleet) grow(ctx context.Context, n int) error {
 	const parallel = 2
 	for len(f.clusters) < n {
 		batch := min(parallel, n-len(f.clusters))
-		started := make([]*workload.K3s, batch)
+		started := make([]fleetCluster, batch)
 		errs := make([]error, batch)
 		var wg sync.WaitGroup
 		for i := range batch {
 			idx := len(f.clusters) + i
 			wg.Go(func() {
-				// K3s ticks every 15 s and kubelets report every 10 s; slower than the tests'
-				// defaults, so 20 clusters leave the shared machine some CPU.
 				// A cluster that was not ready within the workload package's minute on a
 				// saturated machine is started once more.
 				for attempt := 0; attempt < 2; attempt++ {
-					started[i], errs[i] = workload.StartK3s(ctx, workload.K3sOptions{
-						Members: 3, FirstIP: 10 + 3*idx, Tick: 2 * time.Second, Heartbeat: 10 * time.Second,
-					})
+					started[i], errs[i] = f.start(ctx, idx)
 					if errs[i] == nil {
 						break
 					}
@@ -175,13 +372,11 @@ func (f *fleet) grow(ctx context.Context, n int) error {
 			})
 		}
 		wg.Wait()
-		for i, k := range started {
-			if k != nil {
-				f.clusters = append(f.clusters, k)
-			}
+		for i, c := range started {
 			if errs[i] != nil {
-				return fmt.Errorf("failed to start K3s workload cluster %d: %w", len(f.clusters), errs[i])
+				return fmt.Errorf("failed to start %s workload cluster %d: %w", f.backend, len(f.clusters), errs[i])
 			}
+			f.clusters = append(f.clusters, c)
 		}
 		for idx := len(f.clusters) - batch; idx < len(f.clusters); idx++ {
 			if err := f.register(ctx, idx); err != nil {
@@ -199,17 +394,120 @@ func healthy(cpe *v1alpha1.ControlPlaneEtcd) bool {
 	return cpe.Status.HealthyVoters != nil && *cpe.Status.HealthyVoters == 3
 }
 
-func (f *fleet) name(i int) string { return fmt.Sprintf("k3s-%02d", i) }
+func (f *fleet) name(i int) string { return fmt.Sprintf("%s-%02d", f.backend, i) }
 
 func (f *fleet) register(ctx context.Context, i int) error {
 	name := f.name(i)
-	if _, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: f.ns, Name: name, Workload: f.clusters[i].APIServer.Config}); err != nil {
+	in := env.ClusterInput{Namespace: f.ns, Name: name, Workload: f.clusters[i].apiServer().Config}
+	if k := f.clusters[i].kubeadm; k != nil {
+		in.EtcdCACert, in.EtcdCAKey = k.Etcd.CA().CertPEM(), k.Etcd.CA().KeyPEM()
+	}
+	if _, err := env.RegisterCluster(ctx, mgmt.Client, in); err != nil {
 		return err
 	}
 	return mgmt.Client.Create(ctx, &v1alpha1.ControlPlaneEtcd{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
-		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: name, Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeObserve},
+		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: name, Backend: f.backend, Mode: v1alpha1.ModeObserve},
 	})
+}
+
+// addWorkers creates worker Nodes in every cluster until each has n: Node objects with what a
+// kubelet writes (labels, capacity, images, node info, conditions), and no kubelet behind them.
+func (f *fleet) addWorkers(ctx context.Context, n int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(f.clusters))
+	sem := make(chan struct{}, 4)
+	for i, c := range f.clusters {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for w := f.workers; w < n && errs[i] == nil; w++ {
+				errs[i] = createWorker(ctx, c.apiServer().Client, fmt.Sprintf("worker-%04d", w))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("failed to create worker Nodes: %w", err)
+	}
+	f.workers = n
+	return nil
+}
+
+func createWorker(ctx context.Context, c client.Client, name string) error {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		"node.kubernetes.io/instance-type": "m5.xlarge", "topology.kubernetes.io/zone": "zone-a",
+	}}}
+	if err := c.Create(ctx, n); err != nil {
+		return fmt.Errorf("failed to create Node %s: %w", name, err)
+	}
+	images := make([]corev1.ContainerImage, 0, 10)
+	for i := range 10 {
+		images = append(images, corev1.ContainerImage{
+			Names:     []string{fmt.Sprintf("registry.example/app-%d@sha256:%064d", i, i), fmt.Sprintf("registry.example/app-%d:v1.%d", i, i)},
+			SizeBytes: int64(i+1) << 24,
+		})
+	}
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	now := metav1.Now()
+	n.Status = corev1.NodeStatus{
+		Capacity: res, Allocatable: res, Images: images,
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.0.1"}, {Type: corev1.NodeHostName, Address: name}},
+		NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.34.2", OSImage: "Ubuntu 24.04", ContainerRuntimeVersion: "containerd://2.1.0", Architecture: "amd64", OperatingSystem: "linux"},
+		Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now},
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now, LastTransitionTime: now},
+			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now, LastTransitionTime: now},
+		},
+	}
+	if err := c.Status().Update(ctx, n); err != nil {
+		return fmt.Errorf("failed to write the status of Node %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteAll deletes every Cluster and ControlPlaneEtcd of the fleet, waits until they are gone
+// and the manager let go of them, and samples the manager.
+func (f *fleet) deleteAll(ctx context.Context, proc *managerProcess) (sample, error) {
+	for i := range f.clusters {
+		key := client.ObjectKey{Namespace: f.ns, Name: f.name(i)}
+		if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})); err != nil {
+			return sample{}, fmt.Errorf("failed to delete Cluster %s: %w", key, err)
+		}
+		if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})); err != nil {
+			return sample{}, fmt.Errorf("failed to delete ControlPlaneEtcd %s: %w", key, err)
+		}
+		// The test environment runs no garbage collector, which would delete the Cluster's
+		// Secrets with it; the manager caches them.
+		for _, suffix := range []string{"-kubeconfig", "-etcd"} {
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name + suffix}}
+			if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, secret)); err != nil {
+				return sample{}, fmt.Errorf("failed to delete Secret %s: %w", client.ObjectKeyFromObject(secret), err)
+			}
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		clusters, cpes := &clusterv1.ClusterList{}, &v1alpha1.ControlPlaneEtcdList{}
+		if err := mgmt.Client.List(ctx, clusters, client.InNamespace(f.ns)); err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		if err := mgmt.Client.List(ctx, cpes, client.InNamespace(f.ns)); err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		return len(clusters.Items) == 0 && len(cpes.Items) == 0, nil
+	})
+	if err != nil {
+		return sample{}, fmt.Errorf("failed waiting for the fleet's Clusters and ControlPlaneEtcds to be gone: %w", err)
+	}
+	// The ClusterCache disconnects on the Cluster's deletion and the registry forgets it. The
+	// HTTP connections to the workload apiservers then sit idle in their transports' pools until
+	// the idle timeout closes them (client-go keeps net/http's default, 90 s), each with its read
+	// loop goroutine and descriptor, so sample after that.
+	if err := sleep(ctx, idleConnTimeout+settle); err != nil {
+		return sample{}, err
+	}
+	return proc.sample()
 }
 
 // waitObserved waits until every cluster's status satisfies ok.
@@ -229,31 +527,28 @@ func (f *fleet) waitObserved(ctx context.Context, ok func(*v1alpha1.ControlPlane
 	})
 }
 
-// measure samples the manager's CPU over a quiet window, its RSS, then how long each status takes
-// to say that a Node went NotReady (all clusters at once).
+// measure samples the manager's CPU over a quiet window, its RSS, heap, descriptors and
+// goroutines, then how long each status takes to say that a member failed (all clusters at
+// once).
 func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.Duration) (fleetRow, error) {
-	row := fleetRow{n: len(f.clusters)}
+	row := fleetRow{n: len(f.clusters), workers: f.workers}
 	// Let the connections of the clusters just added settle before sampling.
-	select {
-	case <-ctx.Done():
-		return row, ctx.Err()
-	case <-time.After(settle):
+	if err := sleep(ctx, settle); err != nil {
+		return row, err
 	}
 	before, err := proc.cpuTicks()
 	if err != nil {
 		return row, err
 	}
-	select {
-	case <-ctx.Done():
-		return row, ctx.Err()
-	case <-time.After(window):
+	if err := sleep(ctx, window); err != nil {
+		return row, err
 	}
 	after, err := proc.cpuTicks()
 	if err != nil {
 		return row, err
 	}
 	row.cpuPerMin = float64(after-before) / clockTicks / window.Minutes()
-	if row.rssMiB, err = proc.rssMiB(); err != nil {
+	if row.sample, err = proc.sample(); err != nil {
 		return row, err
 	}
 	lat, err := f.freshness(ctx)
@@ -265,16 +560,17 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	return row, nil
 }
 
-// freshness makes Node cp-2 NotReady on every cluster at once and measures, per cluster, the time
-// until its status no longer calls that member healthy; then makes the Nodes Ready again.
+// freshness makes the member on Node cp-2 fail on every cluster at once and measures, per
+// cluster, the time until its status no longer calls that member healthy; then brings the
+// members back.
 func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 	const node = "cp-2"
 	var start time.Time
 	trigger := func() error {
 		start = time.Now()
-		for _, k := range f.clusters {
-			if err := k.Kubelet(node).SetNotReady(ctx, corev1.ConditionFalse, "FleetBenchmark"); err != nil {
-				return fmt.Errorf("failed to make Node %s NotReady: %w", node, err)
+		for _, c := range f.clusters {
+			if err := c.fail(ctx, node); err != nil {
+				return fmt.Errorf("failed to make the member on Node %s fail: %w", node, err)
 			}
 		}
 		return nil
@@ -287,9 +583,9 @@ func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did): %w", len(f.clusters), node, len(seen), err)
 	}
-	for _, k := range f.clusters {
-		if err := k.Kubelet(node).SetReady(ctx); err != nil {
-			return nil, fmt.Errorf("failed to make Node %s Ready: %w", node, err)
+	for _, c := range f.clusters {
+		if err := c.recover(ctx, node); err != nil {
+			return nil, fmt.Errorf("failed to bring the member on Node %s back: %w", node, err)
 		}
 	}
 	if err := f.waitObserved(ctx, healthy); err != nil {
@@ -395,7 +691,7 @@ func (f *fleet) shard(ctx context.Context, bin, dir string, window time.Duration
 	wrote := map[string]int{}
 	for i := range list.Items {
 		cpe := &list.Items[i]
-		idx, _ := strconv.Atoi(strings.TrimPrefix(cpe.Name, "k3s-"))
+		idx, _ := strconv.Atoi(strings.TrimPrefix(cpe.Name, string(f.backend)+"-"))
 		own, other := "etcd-adapter-"+shardOf(idx), "etcd-adapter-"+shardOf(idx+1)
 		ms := managersOf(cpe)
 		if slices.Contains(ms, other) {
@@ -422,8 +718,8 @@ func (f *fleet) shard(ctx context.Context, bin, dir string, window time.Duration
 
 func (f *fleet) close() error {
 	var errs []error
-	for _, k := range f.clusters {
-		errs = append(errs, k.Close())
+	for _, c := range f.clusters {
+		errs = append(errs, c.close())
 	}
 	return errors.Join(errs...)
 }
@@ -432,6 +728,8 @@ func (f *fleet) close() error {
 type managerProcess struct {
 	cmd  *exec.Cmd
 	done chan error
+	// diagnostics is the address of the manager's /metrics; profiler its pprof.
+	diagnostics, profiler string
 }
 
 // buildManager builds cmd/etcd-adapter and writes the management cluster's kubeconfig into dir.
@@ -466,12 +764,16 @@ func startManagerProcess(ctx context.Context, bin, dir, shard string, extraArgs 
 	if err != nil {
 		return nil, err
 	}
+	profiler, err := freeAddrErr()
+	if err != nil {
+		return nil, err
+	}
 	log, err := os.Create(filepath.Join(dir, "manager-"+shard+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the manager log: %w", err)
 	}
 	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--enable-webhooks=false", "--health-addr="+health,
-		"--insecure-diagnostics", "--diagnostics-address="+diag, "-v=1")
+		"--insecure-diagnostics", "--diagnostics-address="+diag, "--profiler-address="+profiler, "-v=1")
 	if shard != "all" {
 		cmd.Args = append(cmd.Args, "--watch-filter="+shard)
 	}
@@ -482,7 +784,7 @@ func startManagerProcess(ctx context.Context, bin, dir, shard string, extraArgs 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start the manager: %w", err)
 	}
-	p := &managerProcess{cmd: cmd, done: make(chan error, 1)}
+	p := &managerProcess{cmd: cmd, done: make(chan error, 1), diagnostics: diag, profiler: profiler}
 	go func() { p.done <- cmd.Wait() }()
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		code, err := statusOf("http://" + health + "/readyz")
@@ -526,6 +828,92 @@ func (p *managerProcess) rssMiB() (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
+}
+
+// sample reads the process's resident memory and open file descriptors from /proc, and its Go
+// heap in use and goroutines from its /metrics.
+func (p *managerProcess) sample() (sample, error) {
+	var s sample
+	var err error
+	if s.rssMiB, err = p.rssMiB(); err != nil {
+		return s, err
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+	if err != nil {
+		return s, fmt.Errorf("failed to list the manager's file descriptors: %w", err)
+	}
+	s.fds = len(fds)
+	// The heap profile with gc=1 runs a garbage collection first, so the heap in use read next
+	// is what the manager keeps, not what the collector has yet to free.
+	if _, err := body("http://" + p.profiler + "/debug/pprof/heap?gc=1"); err != nil {
+		return s, fmt.Errorf("failed to collect the manager's garbage: %w", err)
+	}
+	text, err := body("http://" + p.diagnostics + "/metrics")
+	if err != nil {
+		return s, fmt.Errorf("failed to read the manager's metrics: %w", err)
+	}
+	heap, err := metricValue(text, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return s, err
+	}
+	goroutines, err := metricValue(text, "go_goroutines")
+	if err != nil {
+		return s, err
+	}
+	s.heapMiB, s.goroutines = heap/(1<<20), int(goroutines)
+	return s, nil
+}
+
+// goroutineGroups counts the manager's goroutines by stack (pprof's goroutine profile,
+// debug=1), each stack named by its function frames.
+func (p *managerProcess) goroutineGroups() (map[string]int, error) {
+	text, err := body("http://" + p.profiler + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the manager's goroutine profile: %w", err)
+	}
+	groups := map[string]int{}
+	for _, g := range strings.Split(text, "\n\n") {
+		lines := strings.Split(strings.TrimSpace(g), "\n")
+		count, _, ok := strings.Cut(lines[0], " @ ")
+		n, err := strconv.Atoi(count)
+		if !ok || err != nil {
+			continue
+		}
+		var frames []string
+		for _, l := range lines[1:] {
+			// "#\t0x46b2e1\tpkg.Func+0x21\tfile.go:12"
+			fields := strings.Split(l, "\t")
+			if len(fields) >= 3 {
+				name, _, _ := strings.Cut(fields[2], "+0x")
+				frames = append(frames, name)
+			}
+		}
+		groups[strings.Join(frames, " < ")] += n
+	}
+	return groups, nil
+}
+
+// printGoroutineGrowth prints the stacks that have more goroutines than at the baseline.
+func printGoroutineGrowth(backend v1alpha1.Backend, base, now map[string]int) {
+	for stack, n := range now {
+		if n > base[stack] {
+			fmt.Printf("fleet %s goroutines left: +%d %s\n", backend, n-base[stack], stack)
+		}
+	}
+}
+
+// metricValue is the value of an unlabelled metric in Prometheus text format.
+func metricValue(text, name string) (float64, error) {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				return 0, fmt.Errorf("failed to parse %s %q: %w", name, rest, err)
+			}
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in the manager's metrics", name)
 }
 
 // stop sends SIGTERM and waits for the graceful shutdown.

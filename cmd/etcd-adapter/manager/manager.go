@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,6 +35,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/metrics"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 )
 
 // Name is the manager's informer name and the ClusterCache's user agent source.
@@ -193,7 +195,7 @@ func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clust
 	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     secretClient,
-		Cache:            capisetup.ClusterCacheCacheOptions(),
+		Cache:            clusterCacheOptions(),
 		Client:           capisetup.ClusterCacheClientOptions(Name, o.ClusterCacheQPS, o.ClusterCacheBurst),
 		WatchFilterValue: o.WatchFilter,
 	}, controller.Options{MaxConcurrentReconciles: o.ClusterCacheConcurrency, NeedLeaderElection: ptr.To(false)})
@@ -201,6 +203,20 @@ func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clust
 		return nil, fmt.Errorf("failed to set up the ClusterCache: %w", err)
 	}
 	return cc, nil
+}
+
+// clusterCacheOptions are Cluster API's cache options for workload clusters, with the Node
+// informer restricted to etcd Nodes and trimmed (k3s.NodeCacheOptions). A workload cluster's
+// cache otherwise holds every Node, workers included, whole: memory per cluster would grow with
+// its worker count. Nodes are the only workload objects the manager caches: the K3s backend
+// reads etcd Nodes from the cache, the controllers watch them, and the kubeadm backend reads
+// Nodes live and keeps its etcd Pods in its own informer.
+func clusterCacheOptions() clustercache.CacheOptions {
+	o := capisetup.ClusterCacheCacheOptions()
+	// Note: a ByObject transform replaces the DefaultTransform (which strips managed fields)
+	// for that type; k3s.TrimNode strips them too.
+	o.ByObject = map[client.Object]cache.ByObject{&corev1.Node{}: k3s.NodeCacheOptions()}
+	return o
 }
 
 // addChecks adds /healthz (the process serves; the webhook server started) and /readyz (the

@@ -232,7 +232,12 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 }
 
 // watchNodes makes Node changes of the workload cluster reconcile this ControlPlaneEtcd: K3s
-// reports member health and removals on Nodes, and kubeadm members live on them.
+// reports member health and removals on Nodes.
+//
+// Note: the manager's ClusterCache holds the etcd Nodes only (k3s.NodeCacheOptions), so worker
+// Nodes, and the Nodes of a kubeadm cluster, which carry no etcd label, start no reconcile. A
+// kubeadm cluster's passes come from its Machines' events and the observation interval; its
+// backend lists Nodes live when it places members.
 func (r *Reconciler) watchNodes(ctx context.Context, s *scope) error {
 	if r.controller == nil {
 		return nil
