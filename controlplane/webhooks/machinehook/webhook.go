@@ -43,9 +43,13 @@ const Path = "/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook"
 // The etcd Machines of an EtcdadmCluster (label cluster.x-k8s.io/etcd-cluster, set by the etcdadm
 // controller, aws/etcdadm-controller controllers/helpers.go generateMachine) reach the webhook
 // through a second entry: one objectSelector cannot select either label. They get the hook only
-// when their Cluster's ControlPlaneEtcd is in mode Manage (see decideEtcdMachine).
+// when their Cluster's ControlPlaneEtcd is in mode Manage (see decideEtcdMachine). Its
+// failurePolicy is Ignore: the ControlPlaneEtcd an EtcdadmCluster's Cluster gets by default is in
+// mode Observe, whose etcd Machines must not wait on etcd-adapter, and an etcd Machine has no
+// Node to drain, so one created during an outage gets the hook from the controller's next pass
+// (ensureHooks) and a deletion before that is still checked by the quorum guard.
 //
-// +kubebuilder:webhook:path=/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook,mutating=true,failurePolicy=fail,sideEffects=None,groups=cluster.x-k8s.io,resources=machines,verbs=create,versions=v1beta2,name=etcd-machine-hook.etcdadapter.cluster.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"cluster.x-k8s.io/etcd-cluster","operator":"Exists"},{"key":"cluster.x-k8s.io/control-plane","operator":"DoesNotExist"}]}}`
+// +kubebuilder:webhook:path=/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook,mutating=true,failurePolicy=ignore,sideEffects=None,groups=cluster.x-k8s.io,resources=machines,verbs=create,versions=v1beta2,name=etcd-machine-hook.etcdadapter.cluster.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"cluster.x-k8s.io/etcd-cluster","operator":"Exists"},{"key":"cluster.x-k8s.io/control-plane","operator":"DoesNotExist"}]}}`
 
 // Webhook puts the pre-terminate hook on new control-plane Machines of managed Clusters, and on
 // new etcd Machines of an EtcdadmCluster whose Cluster's ControlPlaneEtcd is in mode Manage.
