@@ -152,7 +152,8 @@ const (
 	ProgressingRemovalTimedOutReason = "MemberRemovalTimedOut"
 
 	// ProgressingModeNotSupportedReason: the ControlPlaneEtcd asks for mode Manage with a backend
-	// whose members run on no control-plane Machine (external); it is observed only.
+	// whose members run on no Machine of the Cluster (external etcd other than an
+	// EtcdadmCluster's); it is observed only.
 	ProgressingModeNotSupportedReason = "ModeNotSupported"
 
 	// ProgressingReconciledReason: no membership change is under way.

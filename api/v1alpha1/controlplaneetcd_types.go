@@ -25,8 +25,10 @@ const (
 	BackendRKE2 Backend = "rke2"
 	// BackendExternal is etcd outside the control-plane Machines, reached with clientv3 dialled
 	// directly to each member (a KubeadmControlPlane with
-	// spec.kubeadmConfigSpec.clusterConfiguration.etcd.external). Its members run on no
-	// control-plane Machine, so it supports mode Observe only.
+	// spec.kubeadmConfigSpec.clusterConfiguration.etcd.external, or an EtcdadmCluster the Cluster
+	// owns). Its members run on no control-plane Machine: mode Manage holds the etcd Machines of
+	// an EtcdadmCluster; any other external etcd is observed only (Progressing reason
+	// ModeNotSupported).
 	BackendExternal Backend = "external"
 )
 
@@ -41,8 +43,9 @@ type Mode string
 
 // Modes.
 const (
-	// ModeManage holds every control-plane Machine with a pre-terminate hook and removes its
-	// member after the drain, and removes ghost members (kubeadm).
+	// ModeManage holds every control-plane Machine (the etcd Machines of an EtcdadmCluster) with
+	// a pre-terminate hook and removes its member after the drain, and removes ghost members
+	// (kubeadm).
 	ModeManage Mode = "Manage"
 	// ModeObserve only keeps the status current; the control-plane provider removes members
 	// itself (KubeadmControlPlane does).
@@ -86,7 +89,6 @@ func (s ControlPlaneEtcdSpec) MemberRemovalTimeoutOrDefault() time.Duration {
 }
 
 // ControlPlaneEtcdSpec is the desired behaviour for the etcd of one CAPI Cluster.
-// +kubebuilder:validation:XValidation:rule="!(self.backend == 'external' && has(self.mode) && self.mode == 'Manage')",message="mode Manage is not supported for backend external: its members run on no control-plane Machine, so there is no Machine deletion whose member etcd-adapter could remove; use mode Observe"
 type ControlPlaneEtcdSpec struct {
 	// ClusterName is the name of the CAPI Cluster in the same namespace.
 	// +required

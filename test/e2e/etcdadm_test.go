@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -69,7 +71,7 @@ var _ = Describe("External etcd of an EtcdadmCluster", func() {
 		By("three etcd Machines as the etcdadm controller creates them: its labels, its controller reference, no control-plane label, no Node")
 		var machines []*clusterv1.Machine
 		for i, ip := range ips {
-			machines = append(machines, createEtcdMachine(ctx, cluster, ec, fmt.Sprintf("%s-%d", ec.GetName(), i), ip))
+			machines = append(machines, createEtcdMachine(ctx, cluster, ec, fmt.Sprintf("%s-%d", ec.GetName(), i), ip, false))
 		}
 
 		By("etcd-adapter creates the Cluster's ControlPlaneEtcd: backend external, mode Observe")
@@ -150,11 +152,148 @@ var _ = Describe("External etcd of an EtcdadmCluster", func() {
 	})
 })
 
+// In mode Manage the etcd Machines carry etcd-adapter's pre-terminate hook. The etcdadm
+// controller has no hook of its own: it removes a member by its peer URL and then deletes the
+// Machine (aws/etcdadm-controller controllers/scale.go removeEtcdMemberAndDeleteMachine), so its
+// scale-down must find the hook released at once, and a deletion by a person must get the
+// member removed before the hook goes.
+var _ = Describe("External etcd of an EtcdadmCluster in mode Manage", func() {
+	It("hooks the etcd Machines; a person's deletion removes the member before the hook goes; the etcdadm controller's own scale-down is not held", func(ctx SpecContext) {
+		By("a real 3-member TLS etcd, an EtcdadmCluster with status.endpoints, a KubeadmControlPlane")
+		ips := []string{"127.0.0.44", "127.0.0.45", "127.0.0.46"}
+		specs := etcdcluster.Nodes("eadm-manage", 3)
+		for i := range specs {
+			specs[i].IP = ips[i]
+		}
+		etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(etcdc.Close)
+		wl, err := env.StartAPIServer(env.APIServerOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(wl.Stop)
+		ns := createNamespace(ctx)
+		cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "eadm-m", Workload: wl.Config})
+		Expect(err).NotTo(HaveOccurred())
+		kp := etcdc.ClientKeyPair()
+		createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
+		createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
+		ec := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(3)}}}
+		ec.SetGroupVersionKind(etcdadm.GVK)
+		ec.SetNamespace(ns)
+		ec.SetName(cluster.Name + "-etcd")
+		ec.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID}})
+		Expect(mgmt.Client.Create(ctx, ec)).To(Succeed())
+		var endpoints []string
+		for _, m := range etcdc.Members() {
+			endpoints = append(endpoints, m.ClientURL())
+		}
+		Expect(unstructured.SetNestedField(ec.Object, strings.Join(endpoints, ","), "status", "endpoints")).To(Succeed())
+		Expect(mgmt.Client.Status().Update(ctx, ec)).To(Succeed())
+		createKubeadmControlPlane(ctx, ns, cluster.Name, nil)
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+		before := cluster.DeepCopy()
+		cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: kubeadmControlPlaneGVK.Group, Kind: kubeadmControlPlaneGVK.Kind, Name: cluster.Name}
+		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+
+		By("the Cluster's external ControlPlaneEtcd is switched to mode Manage (the CRD accepts it)")
+		cpe := &v1alpha1.ControlPlaneEtcd{}
+		Eventually(func() error {
+			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)
+		}, reconcileTimeout).Should(Succeed())
+		Expect(cpe.Spec.Backend).To(Equal(v1alpha1.BackendExternal))
+		before2 := cpe.DeepCopy()
+		cpe.Spec.Mode = v1alpha1.ModeManage
+		cpe.Spec.ObservationInterval = &metav1.Duration{Duration: observationInterval}
+		Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before2))).To(Succeed())
+
+		By("three etcd Machines as the etcdadm controller creates them: the webhook puts the pre-terminate hook on each")
+		var machines []*clusterv1.Machine
+		for i, ip := range ips {
+			machines = append(machines, createEtcdMachine(ctx, cluster, ec, fmt.Sprintf("%s-%d", ec.GetName(), i), ip, true))
+		}
+		ids := map[string]uint64{}
+		for i, m := range etcdc.Members() {
+			ids[machines[i].Name] = m.ID()
+		}
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+			g.Expect(got.Status.Members).To(HaveLen(3))
+			for _, m := range got.Status.Members {
+				g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy), "member %s: %s", m.Name, m.Message)
+				g.Expect(m.MachineName).NotTo(BeEmpty(), "member %s", m.Name)
+			}
+			c := findCondition(got, v1alpha1.ProgressingCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).NotTo(Equal(v1alpha1.ProgressingModeNotSupportedReason), c.Message)
+		}, reconcileTimeout).Should(Succeed())
+		cli, err := etcdc.Members()[0].NewClient(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cli.Close)
+		memberIDs := func() []uint64 {
+			list, err := cli.MemberList(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			var out []uint64
+			for _, m := range list.Members {
+				out = append(out, m.ID)
+			}
+			return out
+		}
+
+		By("a person deletes an etcd Machine whose member is healthy: etcd-adapter removes the member from etcd, then releases the hook, and Cluster API deletes the Machine")
+		person := machines[2]
+		Expect(deleteMachine(ctx, person)).To(BeEmpty(), "3 healthy members: removing one keeps quorum")
+		Eventually(func() error {
+			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(person), &clusterv1.Machine{})
+		}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound))
+		Expect(memberIDs()).To(ConsistOf(ids[machines[0].Name], ids[machines[1].Name]), "its member is gone, the other two are kept")
+		Expect(eventsAbout(ctx, person)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemoved),
+			HaveField("Message", ContainSubstring(strconv.FormatUint(ids[person.Name], 16))))), "the Machine's own removal flow removed its member")
+		got := &v1alpha1.ControlPlaneEtcd{}
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+		Expect(got.Status.Removal).NotTo(BeNil())
+		Expect(got.Status.Removal.MachineName).To(Equal(person.Name))
+		Expect(got.Status.Removal.MemberID).To(Equal(strconv.FormatUint(ids[person.Name], 16)))
+		Expect(got.Status.Removal.Result).To(Equal(v1alpha1.RemovalRemoved), "confirmed removed before the hook went")
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+			g.Expect(got.Status.Members).To(HaveLen(2))
+			g.Expect(got.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(2)))
+			g.Expect(conditionStatus(got, v1alpha1.AvailableCondition)).To(Equal(metav1.ConditionTrue))
+		}, reconcileTimeout).Should(Succeed())
+
+		By("the etcdadm controller scales down (removeEtcdMemberAndDeleteMachine): it removes the member by its peer URL, then deletes the Machine; the hook is released with no second removal")
+		scaled := machines[1]
+		list, err := cli.MemberList(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		var removeID uint64
+		for _, m := range list.Members {
+			if slices.Contains(m.PeerURLs, etcdc.Members()[1].PeerURL()) {
+				removeID = m.ID
+			}
+		}
+		Expect(removeID).To(Equal(ids[scaled.Name]))
+		_, err = cli.MemberRemove(ctx, removeID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(deleteMachine(ctx, scaled)).To(BeEmpty(), "no warning: the Machine hosts no member any more")
+		Eventually(func() error {
+			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(scaled), &clusterv1.Machine{})
+		}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound), "the hook does not hold the etcdadm controller's own deletion")
+		Expect(memberIDs()).To(ConsistOf(ids[machines[0].Name]), "the last member is kept")
+		Expect(eventsAbout(ctx, scaled)).NotTo(ContainElement(HaveField("Reason", v1alpha1.EventMemberRemoved)), "etcd-adapter removed nothing more")
+		Expect(eventsAbout(ctx, scaled)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventHookReleased),
+			HaveField("Message", ContainSubstring("no etcd member belongs to etcd Machine %s", scaled.Name)))))
+	}, SpecTimeout(5*time.Minute))
+})
+
 // createEtcdMachine creates an etcd Machine of the EtcdadmCluster ec as the etcdadm controller does
 // (aws/etcdadm-controller controllers/helpers.go generateMachine: labels cluster-name and
 // etcd-cluster, the EtcdadmCluster as controller) on a TestMachine whose status.addresses hold ip
-// as an InternalIP, which Cluster API's Machine controller copies to the Machine.
-func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unstructured.Unstructured, name, ip string) *clusterv1.Machine {
+// as an InternalIP, which Cluster API's Machine controller copies to the Machine. hooked says
+// whether the Machine hook webhook must have put etcd-adapter's pre-terminate hook on it at
+// creation (mode Manage).
+func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unstructured.Unstructured, name, ip string, hooked bool) *clusterv1.Machine {
 	im := infra.NewMachine(cluster.Namespace, name, "test://etcd/"+name)
 	Expect(mgmt.Client.Create(ctx, im)).To(Succeed())
 	isController := true
@@ -172,6 +311,11 @@ func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unst
 		},
 	}
 	Expect(mgmt.Client.Create(ctx, m)).To(Succeed())
+	if hooked {
+		Expect(m.Annotations).To(HaveKeyWithValue(v1alpha1.PreTerminateHookAnnotation, v1alpha1.PreTerminateHookValue), "the webhook hooks the etcd Machine at creation")
+	} else {
+		Expect(m.Annotations).NotTo(HaveKey(v1alpha1.PreTerminateHookAnnotation))
+	}
 	Eventually(func() error {
 		got := &unstructured.Unstructured{}
 		got.SetGroupVersionKind(im.GroupVersionKind())

@@ -79,10 +79,17 @@ var _ = Describe("External etcd of a KubeadmControlPlane", func() {
 		cpe.Spec.ObservationInterval = &metav1.Duration{Duration: observationInterval}
 		Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before2))).To(Succeed())
 
-		By("mode Manage is refused for external etcd")
+		By("mode Manage on a KubeadmControlPlane's external etcd is observed only: Progressing says ModeNotSupported")
 		manage := cpe.DeepCopy()
 		manage.Spec.Mode = v1alpha1.ModeManage
-		Expect(mgmt.Client.Patch(ctx, manage, client.MergeFrom(cpe))).To(MatchError(ContainSubstring("mode Manage is not supported for backend external")))
+		Expect(mgmt.Client.Patch(ctx, manage, client.MergeFrom(cpe))).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+			c := findCondition(got, v1alpha1.ProgressingCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(v1alpha1.ProgressingModeNotSupportedReason), c.Message)
+		}, reconcileTimeout).Should(Succeed())
 
 		By("the status lists the 3 members with etcd's own IDs, all healthy, on no Machine")
 		Eventually(func(g Gomega) {

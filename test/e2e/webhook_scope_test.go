@@ -11,15 +11,18 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
 )
 
 // The Machine hook webhook has failurePolicy Fail, so while no etcd-adapter replica serves it
 // every control-plane Machine it is called for is refused. Its matchCondition keeps Machines
 // bootstrapped by a KubeadmConfig (KubeadmControlPlane's, whose Clusters etcd-adapter only
-// observes) away from it, so KCP never waits on etcd-adapter.
+// observes) away from it, so KCP never waits on etcd-adapter. The etcd Machines of an
+// EtcdadmCluster reach it through a second entry with failurePolicy Ignore, so they never wait on
+// etcd-adapter either.
 var _ = Describe("The Machine hook webhook's scope", func() {
-	It("lets a KubeadmControlPlane Machine be created while no etcd-adapter webhook server runs, and refuses a K3s one", func(ctx SpecContext) {
+	It("lets a KubeadmControlPlane Machine and an etcdadm etcd Machine be created while no etcd-adapter webhook server runs, and refuses a K3s one", func(ctx SpecContext) {
 		By("stopping etcd-adapter: no webhook server answers")
 		Expect(adapter.Stop()).To(Succeed())
 		DeferCleanup(func() error {
@@ -38,6 +41,14 @@ var _ = Describe("The Machine hook webhook's scope", func() {
 		Expect(mgmt.Client.Create(ctx, kcp)).To(Succeed(), "a KubeadmControlPlane Machine must not depend on etcd-adapter's webhook")
 		DeferCleanup(deleteScopedMachine, kcp)
 		Expect(kcp.Annotations).NotTo(HaveKey(ContainSubstring("etcd-adapter")))
+
+		By("creating an etcd Machine as the etcdadm controller creates it (label cluster.x-k8s.io/etcd-cluster, no control-plane label): its webhook entry is ignored when it cannot be called")
+		em := scopedMachine(ns, "m-etcdadm", "bootstrap.cluster.x-k8s.io", "EtcdadmConfig")
+		delete(em.Labels, clusterv1.MachineControlPlaneLabel)
+		em.Labels[backends.EtcdClusterLabel] = "scope-etcd"
+		Expect(mgmt.Client.Create(ctx, em)).To(Succeed(), "an etcd Machine must not depend on etcd-adapter's webhook")
+		DeferCleanup(deleteScopedMachine, em)
+		Expect(em.Annotations).NotTo(HaveKey(ContainSubstring("etcd-adapter")))
 
 		By("creating a control-plane Machine bootstrapped by a KThreesConfig: the webhook is called and cannot answer, so the Machine is refused")
 		k3s := scopedMachine(ns, "m-k3s", "bootstrap.cluster.x-k8s.io", "KThreesConfig")

@@ -21,7 +21,7 @@ import (
 // in Observe mode the control-plane provider removes members (KubeadmControlPlane's
 // kcp-cleanup hook does), or a person does.
 func (r *Reconciler) handBackMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
-	for _, m := range s.machines {
+	for _, m := range s.memberMachines() {
 		if m.Annotations[v1alpha1.PreTerminateHookAnnotation] == "" {
 			continue
 		}

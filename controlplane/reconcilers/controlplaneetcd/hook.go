@@ -21,14 +21,15 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// ensureHooks puts the pre-terminate hook on every control-plane Machine that is not deleting,
-// so any deletion (scale-down, remediation, kubectl delete) drains the Node before the member
-// is removed. Adding a hook is no membership change, so all Machines are handled in one pass.
+// ensureHooks puts the pre-terminate hook on every Machine hosting members (memberMachines: the
+// control-plane Machines, or an EtcdadmCluster's etcd Machines) that is not deleting, so any
+// deletion (scale-down, remediation, kubectl delete) drains the Node before the member is
+// removed. Adding a hook is no membership change, so all Machines are handled in one pass.
 // Note: the Machine hook webhook (controlplane/webhooks/machinehook) adds the hook at creation;
 // this is the backstop for Machines created before the Cluster was managed, while the webhook
 // could not tell (the Cluster did not exist yet), or with webhooks off.
 func (r *Reconciler) ensureHooks(ctx context.Context, s *scope) error {
-	for _, m := range s.machines {
+	for _, m := range s.memberMachines() {
 		if !m.DeletionTimestamp.IsZero() || m.Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {
 			continue
 		}
@@ -91,7 +92,7 @@ func (s *scope) otherPreTerminateHooks(m *clusterv1.Machine) []string {
 // for ever. The quorum projection still decides every removal.
 func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var held []*clusterv1.Machine
-	for _, m := range s.machines {
+	for _, m := range s.memberMachines() {
 		if !m.DeletionTimestamp.IsZero() && s.holdsMachine(m) {
 			held = append(held, m)
 		}
@@ -220,7 +221,7 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 		return r.confirmRemoval(ctx, s, m, *inFlight, len(targets))
 	case len(targets) == 0:
 		r.atStep(ctx, StepRemovedBeforeRelease)
-		return true, r.releaseRemoved(ctx, s, m, noMemberReason(m))
+		return true, r.releaseRemoved(ctx, s, m, noMemberReason(s, m))
 	case len(targets) == len(s.snapshot.Members):
 		return true, r.release(ctx, s, m, fmt.Sprintf("Machine %s hosts the last etcd member, which is never removed", m.Name), v1alpha1.EventHookReleased)
 	}
@@ -232,7 +233,13 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 }
 
 // noMemberReason says why no member belongs to the Machine, for the release.
-func noMemberReason(m *clusterv1.Machine) string {
+func noMemberReason(s *scope, m *clusterv1.Machine) string {
+	if s.etcdadm {
+		// Note: the etcdadm controller removes the member by its peer URL before it deletes the
+		// Machine (aws/etcdadm-controller controllers/scale.go removeEtcdMemberAndDeleteMachine),
+		// so its own scale-down reaches this with the member gone.
+		return fmt.Sprintf("no etcd member belongs to etcd Machine %s any more (by member name or peer URL address)", m.Name)
+	}
 	if m.Status.NodeRef.Name == "" {
 		return fmt.Sprintf("Machine %s never had a Node and no etcd member belongs to it (by Node name, member name or address)", m.Name)
 	}

@@ -90,7 +90,7 @@ func decideRetry(f retryFacts, rec *v1alpha1.MemberRemovalStatus) retryVerdict {
 // starts: a new attempt that stopped again while the annotation was still there would be
 // restarted without a person having looked.
 func (r *Reconciler) reconcileRetries(ctx context.Context, s *scope) (ctrl.Result, error) {
-	for _, m := range s.machines {
+	for _, m := range s.memberMachines() {
 		value, annotated := m.Annotations[v1alpha1.RetryRemovalAnnotation]
 		if !annotated {
 			continue

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,9 @@ type scope struct {
 	// etcdMachines are the etcd Machines of the EtcdadmCluster the Cluster owns (external backend
 	// only): the Machines its members run on, which are not control-plane Machines.
 	etcdMachines []*clusterv1.Machine
+	// etcdadm is true when the Cluster's external etcd is the EtcdadmCluster it owns: its members
+	// run on the etcd Machines, whose deletions mode Manage holds with the hook.
+	etcdadm bool
 
 	// controlPlaneDeleting is true when the Cluster or its control-plane object is being deleted.
 	controlPlaneDeleting bool
@@ -70,42 +74,47 @@ func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtc
 	}
 	slices.SortFunc(s.machines, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
 	if cpe.Spec.Backend == v1alpha1.BackendExternal {
-		if s.etcdMachines, err = r.etcdadmMachines(ctx, cluster); err != nil {
+		var ec *unstructured.Unstructured
+		if ec, s.etcdMachines, err = r.etcdadmMachines(ctx, cluster); err != nil {
 			return nil, err
 		}
+		s.etcdadm = ec != nil
+		// Note: the etcdadm controller deletes every etcd Machine of an EtcdadmCluster being
+		// deleted (controllers/controller.go reconcileDelete); no member is removed one by one then.
+		s.controlPlaneDeleting = ec != nil && !ec.GetDeletionTimestamp().IsZero()
 	}
 	cp, err := r.controlPlane(ctx, cluster)
 	if err != nil {
 		return nil, err
 	}
-	s.controlPlaneDeleting = !cluster.DeletionTimestamp.IsZero() || (cp != nil && !cp.DeletionTimestamp.IsZero())
+	s.controlPlaneDeleting = s.controlPlaneDeleting || !cluster.DeletionTimestamp.IsZero() || (cp != nil && !cp.DeletionTimestamp.IsZero())
 	s.legacyHookAdoptable = cluster.Spec.ControlPlaneRef.Kind != kthreesControlPlaneKind || cp == nil
 	s.controlPlaneFacts = r.controlPlaneFactsFor(ctx, cluster, s.machines)
 	return s, nil
 }
 
-// etcdadmMachines lists the etcd Machines of the EtcdadmCluster the Cluster owns: those with
+// etcdadmMachines returns the EtcdadmCluster the Cluster owns and its etcd Machines: those with
 // the Cluster's name label and cluster.x-k8s.io/etcd-cluster=<EtcdadmCluster name>, the selector
 // the etcdadm controller lists its own by (aws/etcdadm-controller controllers/helpers.go
 // EtcdMachinesSelectorForCluster). None when the Cluster owns no EtcdadmCluster, or when which
 // one is not clear (the backend then reports why it cannot observe).
-func (r *Reconciler) etcdadmMachines(ctx context.Context, cluster *clusterv1.Cluster) ([]*clusterv1.Machine, error) {
+func (r *Reconciler) etcdadmMachines(ctx context.Context, cluster *clusterv1.Cluster) (*unstructured.Unstructured, []*clusterv1.Machine, error) {
 	ec, err := backends.FindEtcdadmCluster(ctx, r.Client, r.Client.RESTMapper(), cluster)
 	if err != nil || ec == nil {
 		// Note: the same lookup fails the backend's observation with the reason.
-		return nil, nil
+		return nil, nil, nil
 	}
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
 		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name, backends.EtcdClusterLabel: ec.GetName()}); err != nil {
-		return nil, fmt.Errorf("failed to list the etcd Machines of EtcdadmCluster %s: %w", klog.KObj(ec), err)
+		return nil, nil, fmt.Errorf("failed to list the etcd Machines of EtcdadmCluster %s: %w", klog.KObj(ec), err)
 	}
 	out := make([]*clusterv1.Machine, 0, len(machines.Items))
 	for i := range machines.Items {
 		out = append(out, &machines.Items[i])
 	}
 	slices.SortFunc(out, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return ec, out, nil
 }
 
 // machineOfMember returns the Machine the member runs on: its etcd Machine (by peer URL host
@@ -159,20 +168,32 @@ func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluste
 }
 
 // manages reports whether this pass acts on membership: mode Manage, with a backend whose members
-// run on the control-plane Machines. Manage on an external etcd (which the CRD refuses, but an
-// object stored under an older CRD may ask) is observed only, and Progressing says so: no
-// control-plane Machine deletion removes a member there, so a hook would wait for nothing.
+// run on Machines of the Cluster (the control-plane Machines, or the etcd Machines of the
+// EtcdadmCluster the Cluster owns). Manage on any other external etcd (a KubeadmControlPlane's
+// etcd.external) is observed only, and Progressing says so: no Machine deletion of the Cluster
+// removes a member there, so a hook would wait for nothing. The CRD cannot tell the two external
+// etcds apart (that depends on the objects the Cluster owns), so this is where the refusal is.
 func (s *scope) manages() bool {
 	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
 		return false
 	}
-	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
+	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() && !s.etcdadm {
 		s.progressing = &metav1.Condition{Type: v1alpha1.ProgressingCondition, Status: metav1.ConditionFalse,
 			Reason:  v1alpha1.ProgressingModeNotSupportedReason,
-			Message: fmt.Sprintf("Mode %s is not supported for backend %s: its members run on no control-plane Machine; etcd is only observed", v1alpha1.ModeManage, s.cpe.Spec.Backend)}
+			Message: fmt.Sprintf("Mode %s is not supported for backend %s without an EtcdadmCluster: its members run on no Machine of the Cluster; etcd is only observed", v1alpha1.ModeManage, s.cpe.Spec.Backend)}
 		return false
 	}
 	return true
+}
+
+// memberMachines are the Machines whose deletion takes an etcd member with it, which mode Manage
+// holds with the hook: the etcd Machines of an EtcdadmCluster's etcd, else the control-plane
+// Machines.
+func (s *scope) memberMachines() []*clusterv1.Machine {
+	if s.etcdadm {
+		return s.etcdMachines
+	}
+	return s.machines
 }
 
 // healthInput is what the health verdicts of this pass are computed from. The members of an
@@ -186,10 +207,11 @@ func (s *scope) healthInput() etcd.HealthInput {
 	return in
 }
 
-// machineFacts are the decision inputs of every control-plane Machine.
+// machineFacts are the decision inputs of every Machine that hosts members (memberMachines).
 func (s *scope) machineFacts() []etcd.Machine {
-	out := make([]etcd.Machine, 0, len(s.machines))
-	for _, m := range s.machines {
+	machines := s.memberMachines()
+	out := make([]etcd.Machine, 0, len(machines))
+	for _, m := range machines {
 		out = append(out, etcd.MachineFacts(m))
 	}
 	return out

@@ -243,4 +243,15 @@ func Test_setStatus_etcdadm(t *testing.T) {
 		setStatus(s)
 		g.Expect(s.cpe.Status.Members[0].MachineName).To(BeEmpty())
 	})
+	t.Run("Mode Manage on an EtcdadmCluster's etcd manages its etcd Machines, each with the member its peer URL names", func(t *testing.T) {
+		g := NewWithT(t)
+		s := etcdadmScope("10.0.0.2", "10.0.0.0", "10.0.0.1")
+		s.etcdadm, s.cpe.Spec.Mode = true, v1alpha1.ModeManage
+		g.Expect(s.manages()).To(BeTrue())
+		g.Expect(s.progressing).To(BeNil())
+		g.Expect(s.memberMachines()).To(Equal(s.etcdMachines))
+		got := s.membersOf(s.etcdMachines[1])
+		g.Expect(got).To(HaveLen(1))
+		g.Expect(got[0].Name).To(Equal("etcd-host-0"))
+	})
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 )
 
-// decision is what the webhook does with one new control-plane Machine.
+// decision is what the webhook does with one new control-plane or etcd Machine.
 type decision struct {
 	// addHook puts the pre-terminate hook on the Machine.
 	addHook bool
@@ -19,16 +19,20 @@ type decision struct {
 	warning string
 }
 
-// decide says whether a new control-plane Machine of cluster gets the hook. cpe is the Cluster's
-// ControlPlaneEtcd, nil when it has none (yet): then, for a Cluster this manager handles, the
-// creation controller's rule says which mode it is going to get. For a Cluster outside this
-// manager's --watch-filter or --namespace only an existing ControlPlaneEtcd counts: it shows that
-// a manager handles the Cluster and will release the hook, which the default rule cannot show.
-// It is pure, so every rule has its own test.
-func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled bool) decision {
+// decide says whether a new control-plane Machine of cluster gets the hook, or, with
+// etcdMachine, a new etcd Machine of an EtcdadmCluster (label cluster.x-k8s.io/etcd-cluster, no
+// control-plane label). cpe is the Cluster's ControlPlaneEtcd, nil when it has none (yet): then,
+// for a Cluster this manager handles, the creation controller's rule says which mode it is going
+// to get. For a Cluster outside this manager's --watch-filter or --namespace only an existing
+// ControlPlaneEtcd counts: it shows that a manager handles the Cluster and will release the hook,
+// which the default rule cannot show. It is pure, so every rule has its own test.
+func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled, etcdMachine bool) decision {
 	if !cluster.DeletionTimestamp.IsZero() {
 		// The hook would be released without a removal anyway (nothing to keep quorum for).
 		return decision{why: "the Cluster is being deleted"}
+	}
+	if etcdMachine {
+		return decideEtcdMachine(cpe)
 	}
 	if cpe != nil {
 		if !cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
@@ -52,4 +56,22 @@ func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled 
 		return decision{why: fmt.Sprintf("the ControlPlaneEtcd the Cluster gets by default for %s is in mode %s", cluster.Spec.ControlPlaneRef.Kind, d.Mode)}
 	}
 	return decision{addHook: true, why: fmt.Sprintf("the ControlPlaneEtcd the Cluster gets by default for %s is in mode %s", cluster.Spec.ControlPlaneRef.Kind, d.Mode)}
+}
+
+// decideEtcdMachine says whether a new etcd Machine gets the hook: only when the Cluster's
+// ControlPlaneEtcd exists, has backend external and is in mode Manage. The ControlPlaneEtcd an
+// EtcdadmCluster's Cluster gets by default is in mode Observe, so without one there is no hook.
+// Note: the etcdadm controller removes a member itself before it deletes its Machine
+// (aws/etcdadm-controller controllers/scale.go removeEtcdMemberAndDeleteMachine), so the hook
+// holds its own scale-down no longer than one pass of the ControlPlaneEtcd controller.
+func decideEtcdMachine(cpe *v1alpha1.ControlPlaneEtcd) decision {
+	switch {
+	case cpe == nil:
+		return decision{why: "the Cluster has no ControlPlaneEtcd yet, and the one an EtcdadmCluster's Cluster gets by default is in mode Observe"}
+	case cpe.Spec.Backend != v1alpha1.BackendExternal:
+		return decision{why: fmt.Sprintf("ControlPlaneEtcd %s has backend %s, whose members run on no etcd Machine", cpe.Name, cpe.Spec.Backend)}
+	case cpe.Spec.Mode != v1alpha1.ModeManage:
+		return decision{why: fmt.Sprintf("ControlPlaneEtcd %s is in mode %s", cpe.Name, cpe.Spec.Mode)}
+	}
+	return decision{addHook: true, why: fmt.Sprintf("ControlPlaneEtcd %s of the etcd Machine's Cluster has backend %s and is in mode %s", cpe.Name, cpe.Spec.Backend, cpe.Spec.Mode)}
 }

@@ -33,6 +33,7 @@ func Test_decide(t *testing.T) {
 		cluster  *clusterv1.Cluster
 		cpe      *v1alpha1.ControlPlaneEtcd
 		other    bool
+		etcd     bool
 		wantHook bool
 		wantWarn bool
 	}{
@@ -50,11 +51,17 @@ func Test_decide(t *testing.T) {
 		{name: "another shard's K3s Cluster with a ControlPlaneEtcd in Manage: a manager handles it, so the hook", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), other: true, wantHook: true},
 		{name: "another shard's K3s Cluster with no ControlPlaneEtcd: no hook (no manager is known to release it), with a warning", cluster: cluster("KThreesControlPlane", nil, false), other: true, wantWarn: true},
 		{name: "another shard's Cluster with a ControlPlaneEtcd in Observe", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeObserve), other: true},
+		{name: "an etcd Machine of a Cluster whose external ControlPlaneEtcd is in Manage gets the hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage), etcd: true, wantHook: true},
+		{name: "an etcd Machine of a Cluster whose external ControlPlaneEtcd is in Observe gets no hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeObserve), etcd: true},
+		{name: "an etcd Machine of a Cluster with no ControlPlaneEtcd yet gets no hook (Observe by default)", cluster: cluster("KubeadmControlPlane", nil, false), etcd: true},
+		{name: "an etcd Machine of a Cluster whose ControlPlaneEtcd in Manage is not external gets no hook", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), etcd: true},
+		{name: "an etcd Machine of a deleting Cluster gets no hook", cluster: cluster("KubeadmControlPlane", nil, true), cpe: external(v1alpha1.ModeManage), etcd: true},
+		{name: "another shard's etcd Machine with an external ControlPlaneEtcd in Manage: a manager handles it, so the hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage), etcd: true, other: true, wantHook: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			d := decide(tt.cluster, tt.cpe, !tt.other)
+			d := decide(tt.cluster, tt.cpe, !tt.other, tt.etcd)
 			g.Expect(d.addHook).To(Equal(tt.wantHook), d.why)
 			g.Expect(d.why).NotTo(BeEmpty())
 			g.Expect(d.warning != "").To(Equal(tt.wantWarn), d.warning)

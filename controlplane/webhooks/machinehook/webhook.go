@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 )
 
@@ -38,8 +39,20 @@ const Path = "/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook"
 // webhook. sideEffects=None: the webhook only mutates the request's object.
 //
 // +kubebuilder:webhook:path=/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook,mutating=true,failurePolicy=fail,sideEffects=None,groups=cluster.x-k8s.io,resources=machines,verbs=create,versions=v1beta2,name=etcd-hook.etcdadapter.cluster.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"cluster.x-k8s.io/control-plane","operator":"Exists"}]},"matchConditions":[{"name":"not-kubeadm-bootstrapped","expression":"!(has(object.spec.bootstrap) && has(object.spec.bootstrap.configRef) && has(object.spec.bootstrap.configRef.kind) && object.spec.bootstrap.configRef.kind == 'KubeadmConfig')"}]}`
+//
+// The etcd Machines of an EtcdadmCluster (label cluster.x-k8s.io/etcd-cluster, set by the etcdadm
+// controller, aws/etcdadm-controller controllers/helpers.go generateMachine) reach the webhook
+// through a second entry: one objectSelector cannot select either label. They get the hook only
+// when their Cluster's ControlPlaneEtcd is in mode Manage (see decideEtcdMachine). Its
+// failurePolicy is Ignore: the ControlPlaneEtcd an EtcdadmCluster's Cluster gets by default is in
+// mode Observe, whose etcd Machines must not wait on etcd-adapter, and an etcd Machine has no
+// Node to drain, so one created during an outage gets the hook from the controller's next pass
+// (ensureHooks) and a deletion before that is still checked by the quorum guard.
+//
+// +kubebuilder:webhook:path=/mutate-cluster-x-k8s-io-v1beta2-machine-etcd-hook,mutating=true,failurePolicy=ignore,sideEffects=None,groups=cluster.x-k8s.io,resources=machines,verbs=create,versions=v1beta2,name=etcd-machine-hook.etcdadapter.cluster.x-k8s.io,admissionReviewVersions=v1,timeoutSeconds=10,reinvocationPolicy=Never,patch=`{"objectSelector":{"matchExpressions":[{"key":"cluster.x-k8s.io/etcd-cluster","operator":"Exists"},{"key":"cluster.x-k8s.io/control-plane","operator":"DoesNotExist"}]}}`
 
-// Webhook puts the pre-terminate hook on new control-plane Machines of managed Clusters.
+// Webhook puts the pre-terminate hook on new control-plane Machines of managed Clusters, and on
+// new etcd Machines of an EtcdadmCluster whose Cluster's ControlPlaneEtcd is in mode Manage.
 type Webhook struct {
 	// Client reads Clusters and ControlPlaneEtcds. Give it an uncached reader (the manager's
 	// GetAPIReader()): control-plane Machines are created rarely, and a cache would not yet hold a
@@ -73,7 +86,10 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("failed to decode the Machine: %w", err))
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
-	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp || m.Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {
+	_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+	_, etcdLabel := m.Labels[backends.EtcdClusterLabel]
+	etcdMachine := !cp && etcdLabel
+	if (!cp && !etcdMachine) || m.Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {
 		return admission.Allowed("")
 	}
 	cluster, resp := w.cluster(ctx, m)
@@ -87,7 +103,7 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		// creator (KThreesControlPlane, a MachineSet, kubectl) retries.
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	d := decide(cluster, cpe, w.handles(cluster))
+	d := decide(cluster, cpe, w.handles(cluster), etcdMachine)
 	log.V(2).Info("Machine hook decision", "Cluster", klog.KObj(cluster), "addHook", d.addHook, "why", d.why)
 	switch {
 	case d.addHook:
