@@ -19,20 +19,29 @@ type decision struct {
 	warning string
 }
 
-// decide says whether a new control-plane Machine of cluster gets the hook, or, with
-// etcdMachine, a new etcd Machine of an EtcdadmCluster (label cluster.x-k8s.io/etcd-cluster, no
-// control-plane label). cpe is the Cluster's ControlPlaneEtcd, nil when it has none (yet): then,
+// etcdMachineFacts are what a new etcd Machine's hook depends on beyond its Cluster's
+// ControlPlaneEtcd.
+type etcdMachineFacts struct {
+	// etcdCluster is the Machine's cluster.x-k8s.io/etcd-cluster label: its EtcdadmCluster.
+	etcdCluster string
+	// owned is the EtcdadmCluster the Cluster owns, "" when it owns none.
+	owned string
+}
+
+// decide says whether a new control-plane Machine of cluster gets the hook, or, with etcd set,
+// a new etcd Machine of an EtcdadmCluster (label cluster.x-k8s.io/etcd-cluster, no control-plane
+// label). cpe is the Cluster's ControlPlaneEtcd, nil when it has none (yet): then,
 // for a Cluster this manager handles, the creation controller's rule says which mode it is going
 // to get. For a Cluster outside this manager's --watch-filter or --namespace only an existing
 // ControlPlaneEtcd counts: it shows that a manager handles the Cluster and will release the hook,
 // which the default rule cannot show. It is pure, so every rule has its own test.
-func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled, etcdMachine bool) decision {
+func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled bool, etcd *etcdMachineFacts) decision {
 	if !cluster.DeletionTimestamp.IsZero() {
 		// The hook would be released without a removal anyway (nothing to keep quorum for).
 		return decision{why: "the Cluster is being deleted"}
 	}
-	if etcdMachine {
-		return decideEtcdMachine(cpe)
+	if etcd != nil {
+		return decideEtcdMachine(cpe, *etcd)
 	}
 	if cpe != nil {
 		if !cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {
@@ -59,12 +68,14 @@ func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled,
 }
 
 // decideEtcdMachine says whether a new etcd Machine gets the hook: only when the Cluster's
-// ControlPlaneEtcd exists, has backend external and is in mode Manage. The ControlPlaneEtcd an
+// ControlPlaneEtcd exists, has backend external and is in mode Manage, and the Machine belongs to
+// the EtcdadmCluster the Cluster owns: the controller releases hooks only on that EtcdadmCluster's
+// Machines, so a hook on any other would never be released. The ControlPlaneEtcd an
 // EtcdadmCluster's Cluster gets by default is in mode Observe, so without one there is no hook.
 // Note: the etcdadm controller removes a member itself before it deletes its Machine
 // (aws/etcdadm-controller controllers/scale.go removeEtcdMemberAndDeleteMachine), so the hook
 // holds its own scale-down no longer than one pass of the ControlPlaneEtcd controller.
-func decideEtcdMachine(cpe *v1alpha1.ControlPlaneEtcd) decision {
+func decideEtcdMachine(cpe *v1alpha1.ControlPlaneEtcd, etcd etcdMachineFacts) decision {
 	switch {
 	case cpe == nil:
 		return decision{why: "the Cluster has no ControlPlaneEtcd yet, and the one an EtcdadmCluster's Cluster gets by default is in mode Observe"}
@@ -72,6 +83,12 @@ func decideEtcdMachine(cpe *v1alpha1.ControlPlaneEtcd) decision {
 		return decision{why: fmt.Sprintf("ControlPlaneEtcd %s has backend %s, whose members run on no etcd Machine", cpe.Name, cpe.Spec.Backend)}
 	case cpe.Spec.Mode != v1alpha1.ModeManage:
 		return decision{why: fmt.Sprintf("ControlPlaneEtcd %s is in mode %s", cpe.Name, cpe.Spec.Mode)}
+	case etcd.owned == "":
+		why := fmt.Sprintf("the etcd Machine's Cluster owns no EtcdadmCluster, so no manager releases a hook on the Machines of EtcdadmCluster %s", etcd.etcdCluster)
+		return decision{why: why, warning: why + "; etcd-adapter did not add its pre-terminate hook"}
+	case etcd.etcdCluster != etcd.owned:
+		why := fmt.Sprintf("the etcd Machine belongs to EtcdadmCluster %s, not to %s, the one its Cluster owns", etcd.etcdCluster, etcd.owned)
+		return decision{why: why, warning: why + "; etcd-adapter did not add its pre-terminate hook"}
 	}
 	return decision{addHook: true, why: fmt.Sprintf("ControlPlaneEtcd %s of the etcd Machine's Cluster has backend %s and is in mode %s", cpe.Name, cpe.Spec.Backend, cpe.Spec.Mode)}
 }

@@ -28,12 +28,13 @@ func Test_decide(t *testing.T) {
 		return c
 	}
 	optOut := map[string]string{v1alpha1.OptOutAnnotation: ""}
+	ofOwned := &etcdMachineFacts{etcdCluster: "c-etcd", owned: "c-etcd"}
 	tests := []struct {
 		name     string
 		cluster  *clusterv1.Cluster
 		cpe      *v1alpha1.ControlPlaneEtcd
 		other    bool
-		etcd     bool
+		etcd     *etcdMachineFacts
 		wantHook bool
 		wantWarn bool
 	}{
@@ -51,12 +52,16 @@ func Test_decide(t *testing.T) {
 		{name: "another shard's K3s Cluster with a ControlPlaneEtcd in Manage: a manager handles it, so the hook", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), other: true, wantHook: true},
 		{name: "another shard's K3s Cluster with no ControlPlaneEtcd: no hook (no manager is known to release it), with a warning", cluster: cluster("KThreesControlPlane", nil, false), other: true, wantWarn: true},
 		{name: "another shard's Cluster with a ControlPlaneEtcd in Observe", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeObserve), other: true},
-		{name: "an etcd Machine of a Cluster whose external ControlPlaneEtcd is in Manage gets the hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage), etcd: true, wantHook: true},
-		{name: "an etcd Machine of a Cluster whose external ControlPlaneEtcd is in Observe gets no hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeObserve), etcd: true},
-		{name: "an etcd Machine of a Cluster with no ControlPlaneEtcd yet gets no hook (Observe by default)", cluster: cluster("KubeadmControlPlane", nil, false), etcd: true},
-		{name: "an etcd Machine of a Cluster whose ControlPlaneEtcd in Manage is not external gets no hook", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), etcd: true},
-		{name: "an etcd Machine of a deleting Cluster gets no hook", cluster: cluster("KubeadmControlPlane", nil, true), cpe: external(v1alpha1.ModeManage), etcd: true},
-		{name: "another shard's etcd Machine with an external ControlPlaneEtcd in Manage: a manager handles it, so the hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage), etcd: true, other: true, wantHook: true},
+		{name: "an etcd Machine of a Cluster whose external ControlPlaneEtcd is in Manage gets the hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage), etcd: ofOwned, wantHook: true},
+		{name: "an etcd Machine of a Cluster whose external ControlPlaneEtcd is in Observe gets no hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeObserve), etcd: ofOwned},
+		{name: "an etcd Machine of a Cluster with no ControlPlaneEtcd yet gets no hook (Observe by default)", cluster: cluster("KubeadmControlPlane", nil, false), etcd: ofOwned},
+		{name: "an etcd Machine of a Cluster whose ControlPlaneEtcd in Manage is not external gets no hook", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), etcd: ofOwned},
+		{name: "an etcd Machine of a deleting Cluster gets no hook", cluster: cluster("KubeadmControlPlane", nil, true), cpe: external(v1alpha1.ModeManage), etcd: ofOwned},
+		{name: "an etcd Machine of an EtcdadmCluster its Cluster does not own gets no hook (no manager would release it), with a warning", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage),
+			etcd: &etcdMachineFacts{etcdCluster: "other-etcd", owned: "c-etcd"}, wantWarn: true},
+		{name: "an etcd Machine of a Cluster that owns no EtcdadmCluster gets no hook, with a warning", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage),
+			etcd: &etcdMachineFacts{etcdCluster: "c-etcd"}, wantWarn: true},
+		{name: "another shard's etcd Machine with an external ControlPlaneEtcd in Manage: a manager handles it, so the hook", cluster: cluster("KubeadmControlPlane", nil, false), cpe: external(v1alpha1.ModeManage), etcd: ofOwned, other: true, wantHook: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

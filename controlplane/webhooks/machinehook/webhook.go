@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +20,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // Path is where the webhook is served.
@@ -64,6 +66,7 @@ type Webhook struct {
 	Namespace   string
 
 	decoder admission.Decoder
+	mapper  meta.RESTMapper
 }
 
 // SetupWithManager registers the webhook on the manager's webhook server.
@@ -72,6 +75,7 @@ func (w *Webhook) SetupWithManager(mgr ctrl.Manager) error {
 		return errors.New("failed to set up the Machine hook webhook: Client is required")
 	}
 	w.decoder = admission.NewDecoder(mgr.GetScheme())
+	w.mapper = mgr.GetRESTMapper()
 	mgr.GetWebhookServer().Register(Path, &webhook.Admission{Handler: w})
 	return nil
 }
@@ -103,7 +107,13 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		// creator (KThreesControlPlane, a MachineSet, kubectl) retries.
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	d := decide(cluster, cpe, w.handles(cluster), etcdMachine)
+	var etcdFacts *etcdMachineFacts
+	if etcdMachine {
+		if etcdFacts, resp = w.etcdMachineFacts(ctx, m, cluster); etcdFacts == nil {
+			return resp
+		}
+	}
+	d := decide(cluster, cpe, w.handles(cluster), etcdFacts)
 	log.V(2).Info("Machine hook decision", "Cluster", klog.KObj(cluster), "addHook", d.addHook, "why", d.why)
 	switch {
 	case d.addHook:
@@ -112,6 +122,26 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("").WithWarnings(d.warning)
 	}
 	return admission.Allowed("")
+}
+
+// etcdMachineFacts reads which EtcdadmCluster the etcd Machine's Cluster owns, or returns the
+// response for a Machine whose Cluster's EtcdadmCluster cannot be told: two owned is bad input,
+// let through without the hook and with a warning (the ControlPlaneEtcd's status says the same);
+// a failed read is an error, which the entry's failurePolicy (Ignore) lets through, and the
+// controller adds the hook on its next pass.
+func (w *Webhook) etcdMachineFacts(ctx context.Context, m *clusterv1.Machine, cluster *clusterv1.Cluster) (*etcdMachineFacts, admission.Response) {
+	owned, err := backends.FindEtcdadmCluster(ctx, w.Client, w.mapper, cluster)
+	switch {
+	case errors.Is(err, etcd.ErrInvalidInput):
+		return nil, admission.Allowed("").WithWarnings(fmt.Sprintf("etcd Machine %s: %v; etcd-adapter did not add its pre-terminate hook", m.Name, err))
+	case err != nil:
+		return nil, admission.Errored(http.StatusInternalServerError, fmt.Errorf("failed to find the EtcdadmCluster of Cluster %s: %w", klog.KObj(cluster), err))
+	}
+	facts := &etcdMachineFacts{etcdCluster: m.Labels[backends.EtcdClusterLabel]}
+	if owned != nil {
+		facts.owned = owned.GetName()
+	}
+	return facts, admission.Response{}
 }
 
 // handles says whether this manager handles the Cluster, as its cache selects Clusters: in its
