@@ -18,8 +18,6 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
-	"github.com/etcd-adapter/etcd-adapter/pkg/external"
-	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdadm"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
@@ -35,38 +33,15 @@ var _ = Describe("External etcd of an EtcdadmCluster", func() {
 	It("gets an external ControlPlaneEtcd in Observe that reads status.endpoints, says why while there are none, binds each member to its etcd Machine, and guards the etcd Machines' deletion", func(ctx SpecContext) {
 		By("a real 3-member TLS etcd, each member on its own address, and the Secrets of the Cluster's external etcd")
 		ips := []string{"127.0.0.41", "127.0.0.42", "127.0.0.43"}
-		specs := etcdcluster.Nodes("etcdadm", 3)
-		for i := range specs {
-			specs[i].IP = ips[i]
-		}
-		etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(etcdc.Close)
-		wl, err := env.StartAPIServer(env.APIServerOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(wl.Stop)
-		ns := createNamespace(ctx)
-		cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "eadm", Workload: wl.Config})
-		Expect(err).NotTo(HaveOccurred())
-		kp := etcdc.ClientKeyPair()
-		createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
-		createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
+		x := startExternalEtcd(ctx, "eadm", membersAt("etcdadm", ips))
+		etcdc, ns, cluster := x.etcd, x.ns, x.cluster
 
 		By("an EtcdadmCluster owned by the Cluster, with no status.endpoints yet, and a KubeadmControlPlane")
-		ec := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(3)}}}
-		ec.SetGroupVersionKind(etcdadm.GVK)
-		ec.SetNamespace(ns)
-		ec.SetName(cluster.Name + "-etcd")
-		ec.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID}})
-		Expect(mgmt.Client.Create(ctx, ec)).To(Succeed())
+		ec := createEtcdadmCluster(ctx, cluster)
 		// Note: the forks' KubeadmControlPlane gets its external endpoints from the etcd cluster;
 		// this one lists none (its CRD refuses an empty list), so only the EtcdadmCluster's can
 		// be dialled.
-		createKubeadmControlPlane(ctx, ns, cluster.Name, nil)
-		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
-		before := cluster.DeepCopy()
-		cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: kubeadmControlPlaneGVK.Group, Kind: kubeadmControlPlaneGVK.Kind, Name: cluster.Name}
-		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+		useKubeadmControlPlane(ctx, cluster, nil)
 
 		By("three etcd Machines as the etcdadm controller creates them: its labels, its controller reference, no control-plane label, no Node")
 		var machines []*clusterv1.Machine
@@ -97,11 +72,7 @@ var _ = Describe("External etcd of an EtcdadmCluster", func() {
 		}, reconcileTimeout).Should(Succeed())
 
 		By("the etcdadm controller writes status.endpoints: the members' client URLs, sorted, comma-separated")
-		var endpoints []string
-		for _, m := range etcdc.Members() {
-			endpoints = append(endpoints, m.ClientURL())
-		}
-		Expect(unstructured.SetNestedField(ec.Object, strings.Join(endpoints, ","), "status", "endpoints")).To(Succeed())
+		Expect(unstructured.SetNestedField(ec.Object, strings.Join(clientURLs(etcdc), ","), "status", "endpoints")).To(Succeed())
 		Expect(unstructured.SetNestedField(ec.Object, true, "status", "ready")).To(Succeed())
 		Expect(mgmt.Client.Status().Update(ctx, ec)).To(Succeed())
 
@@ -161,39 +132,12 @@ var _ = Describe("External etcd of an EtcdadmCluster in mode Manage", func() {
 	It("hooks the etcd Machines; a person's deletion removes the member before the hook goes; the etcdadm controller's own scale-down is not held", func(ctx SpecContext) {
 		By("a real 3-member TLS etcd, an EtcdadmCluster with status.endpoints, a KubeadmControlPlane")
 		ips := []string{"127.0.0.44", "127.0.0.45", "127.0.0.46"}
-		specs := etcdcluster.Nodes("eadm-manage", 3)
-		for i := range specs {
-			specs[i].IP = ips[i]
-		}
-		etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(etcdc.Close)
-		wl, err := env.StartAPIServer(env.APIServerOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(wl.Stop)
-		ns := createNamespace(ctx)
-		cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "eadm-m", Workload: wl.Config})
-		Expect(err).NotTo(HaveOccurred())
-		kp := etcdc.ClientKeyPair()
-		createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
-		createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
-		ec := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(3)}}}
-		ec.SetGroupVersionKind(etcdadm.GVK)
-		ec.SetNamespace(ns)
-		ec.SetName(cluster.Name + "-etcd")
-		ec.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID}})
-		Expect(mgmt.Client.Create(ctx, ec)).To(Succeed())
-		var endpoints []string
-		for _, m := range etcdc.Members() {
-			endpoints = append(endpoints, m.ClientURL())
-		}
-		Expect(unstructured.SetNestedField(ec.Object, strings.Join(endpoints, ","), "status", "endpoints")).To(Succeed())
+		x := startExternalEtcd(ctx, "eadm-m", membersAt("eadm-manage", ips))
+		etcdc, cluster := x.etcd, x.cluster
+		ec := createEtcdadmCluster(ctx, cluster)
+		Expect(unstructured.SetNestedField(ec.Object, strings.Join(clientURLs(etcdc), ","), "status", "endpoints")).To(Succeed())
 		Expect(mgmt.Client.Status().Update(ctx, ec)).To(Succeed())
-		createKubeadmControlPlane(ctx, ns, cluster.Name, nil)
-		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
-		before := cluster.DeepCopy()
-		cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: kubeadmControlPlaneGVK.Group, Kind: kubeadmControlPlaneGVK.Kind, Name: cluster.Name}
-		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+		useKubeadmControlPlane(ctx, cluster, nil)
 
 		By("the Cluster's external ControlPlaneEtcd is switched to mode Manage (the CRD accepts it)")
 		cpe := &v1alpha1.ControlPlaneEtcd{}
@@ -333,4 +277,26 @@ func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unst
 		g.Expect(m.Status.Addresses).To(ContainElement(HaveField("Address", ip)))
 	}, reconcileTimeout).Should(Succeed())
 	return m
+}
+
+// createEtcdadmCluster creates the EtcdadmCluster of the Cluster as the forks' Cluster controller
+// links it: named <cluster>-etcd, owned by the Cluster, 3 replicas, no status yet.
+func createEtcdadmCluster(ctx context.Context, cluster *clusterv1.Cluster) *unstructured.Unstructured {
+	ec := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(3)}}}
+	ec.SetGroupVersionKind(etcdadm.GVK)
+	ec.SetNamespace(cluster.Namespace)
+	ec.SetName(cluster.Name + "-etcd")
+	ec.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID}})
+	Expect(mgmt.Client.Create(ctx, ec)).To(Succeed())
+	return ec
+}
+
+// membersAt names len(ips) members <prefix>-<i>, each on its own address: the address of its
+// etcd Machine.
+func membersAt(prefix string, ips []string) []etcdcluster.MemberSpec {
+	specs := etcdcluster.Nodes(prefix, len(ips))
+	for i := range specs {
+		specs[i].IP = ips[i]
+	}
+	return specs
 }

@@ -32,18 +32,8 @@ var kubeadmControlPlaneGVK = schema.GroupVersionKind{Group: "controlplane.cluste
 var _ = Describe("External etcd of a KubeadmControlPlane", func() {
 	It("gets an external ControlPlaneEtcd in Observe that reports every member by etcd's own ID and health, and never holds a control-plane Machine deletion", func(ctx SpecContext) {
 		By("a real 3-member TLS etcd outside the workload cluster, and its Secrets as Cluster API names them for external etcd")
-		etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes("etcd", 3)})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(etcdc.Close)
-		wl, err := env.StartAPIServer(env.APIServerOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(wl.Stop)
-		ns := createNamespace(ctx)
-		cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "ext", Workload: wl.Config})
-		Expect(err).NotTo(HaveOccurred())
-		kp := etcdc.ClientKeyPair()
-		createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
-		createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
+		x := startExternalEtcd(ctx, "ext", etcdcluster.Nodes("etcd", 3))
+		etcdc, wl, cluster := x.etcd, x.workload, x.cluster
 
 		By("two control-plane Machines bound to Nodes of the workload cluster; they host no etcd member")
 		var machines []*clusterv1.Machine
@@ -59,14 +49,10 @@ var _ = Describe("External etcd of a KubeadmControlPlane", func() {
 			endpoints = append(endpoints, m.ClientURL())
 			wantIDs[m.Name()] = strconv.FormatUint(m.ID(), 16)
 		}
-		createKubeadmControlPlane(ctx, ns, cluster.Name, map[string]any{"external": map[string]any{
+		useKubeadmControlPlane(ctx, cluster, map[string]any{"external": map[string]any{
 			"endpoints": toAny(endpoints), "caFile": "/etc/kubernetes/pki/etcd/ca.crt",
 			"certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt", "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key",
 		}})
-		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
-		before := cluster.DeepCopy()
-		cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: kubeadmControlPlaneGVK.Group, Kind: kubeadmControlPlaneGVK.Kind, Name: cluster.Name}
-		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
 
 		By("etcd-adapter creates the Cluster's ControlPlaneEtcd: backend external, mode Observe")
 		cpe := &v1alpha1.ControlPlaneEtcd{}
@@ -142,6 +128,53 @@ var _ = Describe("External etcd of a KubeadmControlPlane", func() {
 		Expect(list.Members).To(HaveLen(3), "deleting control-plane Machines removes no external member")
 	}, SpecTimeout(5*time.Minute))
 })
+
+// externalEtcd is a Cluster registered with a workload apiserver of its own and a real TLS etcd
+// outside it, with the Secrets Cluster API names for external etcd (the etcd CA and the
+// apiserver's client certificate).
+type externalEtcd struct {
+	etcd     *etcdcluster.Cluster
+	workload *env.APIServer
+	ns       string
+	cluster  *clusterv1.Cluster
+}
+
+// startExternalEtcd starts the etcd of members and a workload apiserver, and registers Cluster
+// name in a new namespace; all of it is stopped when the spec ends.
+func startExternalEtcd(ctx context.Context, name string, members []etcdcluster.MemberSpec) externalEtcd {
+	etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: members})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(etcdc.Close)
+	wl, err := env.StartAPIServer(env.APIServerOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(wl.Stop)
+	ns := createNamespace(ctx)
+	cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: name, Workload: wl.Config})
+	Expect(err).NotTo(HaveOccurred())
+	kp := etcdc.ClientKeyPair()
+	createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
+	createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
+	return externalEtcd{etcd: etcdc, workload: wl, ns: ns, cluster: cluster}
+}
+
+// clientURLs are the members' client URLs, in the etcd cluster's member order.
+func clientURLs(etcdc *etcdcluster.Cluster) []string {
+	var urls []string
+	for _, m := range etcdc.Members() {
+		urls = append(urls, m.ClientURL())
+	}
+	return urls
+}
+
+// useKubeadmControlPlane creates a KubeadmControlPlane named as the Cluster (see
+// createKubeadmControlPlane) and makes it the Cluster's control plane.
+func useKubeadmControlPlane(ctx context.Context, cluster *clusterv1.Cluster, etcdSpec map[string]any) {
+	createKubeadmControlPlane(ctx, cluster.Namespace, cluster.Name, etcdSpec)
+	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+	before := cluster.DeepCopy()
+	cluster.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: kubeadmControlPlaneGVK.Group, Kind: kubeadmControlPlaneGVK.Kind, Name: cluster.Name}
+	Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+}
 
 // createKubeadmControlPlane creates a KubeadmControlPlane whose clusterConfiguration.etcd is
 // etcdSpec (nil: none, stacked etcd).
