@@ -174,8 +174,7 @@ func (r *Registry) externalEndpoints(ctx context.Context, cluster *clusterv1.Clu
 	if ec != nil {
 		return EtcdadmEndpointsOf(ec)
 	}
-	switch {
-	case ref.Kind != KubeadmControlPlaneKind:
+	if ref.Kind != KubeadmControlPlaneKind {
 		return nil, fmt.Errorf("%w: backend %s reads its endpoints from the EtcdadmCluster the Cluster owns or from a KubeadmControlPlane's spec.kubeadmConfigSpec.clusterConfiguration.etcd.external; Cluster %s owns no EtcdadmCluster and its spec.controlPlaneRef is %q %q",
 			etcd.ErrInvalidInput, v1alpha1.BackendExternal, key, ref.Kind, ref.Name)
 	}

@@ -220,10 +220,9 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 		// etcd's health; its members are not matched to these Machines by name or address.
 		return allowed(fmt.Sprintf("ControlPlaneEtcd %s has backend %s: its members run on no control-plane Machine, so deleting one removes no etcd member", cpe.Name, cpe.Spec.Backend))
 	}
-	// Machines are the Machines whose members this deletion is projected with: the Cluster's
+	// hosts select the Machines whose members this deletion is projected with: the Cluster's
 	// control-plane Machines, or the etcd Machines of its EtcdadmCluster.
-	selector := client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}
-	var hosts client.ListOption = client.HasLabels{clusterv1.MachineControlPlaneLabel}
+	hosts := []client.ListOption{client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}, client.HasLabels{clusterv1.MachineControlPlaneLabel}}
 	if cp {
 		deleting, err := g.controlPlaneDeleting(ctx, cluster)
 		if err != nil {
@@ -236,8 +235,7 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 		if why, ok := g.etcdadmMachineChecked(ctx, cluster, cpe, etcdCluster); !ok {
 			return allowed(why)
 		}
-		selector[backends.EtcdClusterLabel] = etcdCluster
-		hosts = selector
+		hosts = []client.ListOption{client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name, backends.EtcdClusterLabel: etcdCluster}}
 	}
 	skip := m.Annotations[v1alpha1.SkipQuorumGuardAnnotation] == v1alpha1.AnnotationTrue
 
@@ -250,7 +248,7 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 			"another deletion of a control-plane Machine of Cluster %s is being checked by the etcd quorum guard; try again", cluster.Name))}
 	}
 	defer g.endTurn(turn)
-	out := g.decideInTurn(ctx, cluster, cpe, m, turn, skip, selector, hosts)
+	out := g.decideInTurn(ctx, cluster, cpe, m, turn, skip, hosts)
 	if out.resp.Allowed && !dryRun {
 		turn.admit(m, time.Now())
 	}
@@ -263,14 +261,14 @@ func skipped(m *clusterv1.Machine) string {
 
 // decideInTurn decides while holding the Cluster's turn: it sees every deletion under way, the
 // ones the apiserver shows and the ones this guard admitted that it does not show yet.
-func (g *Guard) decideInTurn(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, turn *clusterTurn, skip bool, selector client.MatchingLabels, hosts client.ListOption) outcome {
+func (g *Guard) decideInTurn(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, turn *clusterTurn, skip bool, hosts []client.ListOption) outcome {
 	if skip {
 		// Note: a skipped deletion is still recorded as admitted, so the deletions after it count
 		// its member as going.
 		return allowedWithWarning(cpe, v1alpha1.EventQuorumGuardSkipped, skipped(m))
 	}
 	machines := &clusterv1.MachineList{}
-	if err := g.APIReader.List(ctx, machines, client.InNamespace(cluster.Namespace), selector, hosts); err != nil {
+	if err := g.APIReader.List(ctx, machines, append([]client.ListOption{client.InNamespace(cluster.Namespace)}, hosts...)...); err != nil {
 		return outcome{cpe: cpe, resp: admission.Errored(http.StatusInternalServerError,
 			fmt.Errorf("failed to list the control-plane Machines of Cluster %s to count the deletions under way: %w", cluster.Name, err))}
 	}
