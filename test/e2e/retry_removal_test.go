@@ -88,7 +88,8 @@ var _ = Describe("The retry-removal annotation on a Machine whose member removal
 			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(bystander), got)).To(Succeed())
 			g.Expect(got.Annotations).NotTo(HaveKey(v1alpha1.RetryRemovalAnnotation))
 		}, reconcileTimeout).Should(Succeed(), "the retry annotation must be taken off a Machine that has nothing to retry")
-		Expect(eventsAbout(ctx, bystander)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventRetryRemovalTakenOff),
+		// Note: Events are written by the recorder after the patch, asynchronously.
+		Eventually(func() []corev1.Event { return eventsAbout(ctx, bystander) }, reconcileTimeout).Should(ContainElement(And(HaveField("Reason", v1alpha1.EventRetryRemovalTakenOff),
 			HaveField("Message", ContainSubstring("not being deleted")))))
 	}, SpecTimeout(6*time.Minute))
 
