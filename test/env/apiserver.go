@@ -145,6 +145,18 @@ func (s *APIServer) start(scheme *runtime.Scheme) error {
 	return nil
 }
 
+// AddAdmin returns a rest.Config for a new system:masters user with its own client certificate,
+// signed by the apiserver's client CA. client-go shares one transport (and its connections)
+// between configs with the same credentials, so kubeconfigs that must be connected to as if
+// they were different clusters each need a user of their own.
+func (s *APIServer) AddAdmin(name string) (*rest.Config, error) {
+	u, err := s.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, s.Config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to add user %s to kube-apiserver %s: %w", name, s.URL(), err)
+	}
+	return u.Config(), nil
+}
+
 // URL returns the apiserver's https URL; it does not change across StopServing/StartServing.
 func (s *APIServer) URL() string { return s.Config.Host }
 

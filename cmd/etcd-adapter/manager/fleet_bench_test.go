@@ -58,6 +58,7 @@ const (
 func BenchmarkFleet(b *testing.B) {
 	sizes := fleetInts(b, "FLEET_SIZES", []int{1, 5, 10, 20}, 1)
 	workers := fleetInts(b, "FLEET_WORKERS", []int{0, 100, 500}, 0)
+	share := fleetInts(b, "FLEET_SHARE", []int{1}, 1)[0]
 	backends := []v1alpha1.Backend{v1alpha1.BackendK3s, v1alpha1.BackendKubeadm}
 	if s := os.Getenv("FLEET_BACKENDS"); s != "" {
 		backends = nil
@@ -84,7 +85,7 @@ func BenchmarkFleet(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, backend := range backends {
-			if err := runFleet(ctx, bin, dir, backend, sizes, workers, window); err != nil {
+			if err := runFleet(ctx, bin, dir, backend, share, sizes, workers, window); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -92,8 +93,8 @@ func BenchmarkFleet(b *testing.B) {
 }
 
 // runFleet measures one backend's fleet with a manager of its own.
-func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, sizes, workers []int, window time.Duration) (err error) {
-	f := &fleet{ns: "fleet-" + string(backend) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), backend: backend}
+func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, share int, sizes, workers []int, window time.Duration) (err error) {
+	f := &fleet{ns: "fleet-" + string(backend) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), backend: backend, share: share}
 	if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
 		return err
 	}
@@ -165,7 +166,7 @@ func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, si
 		return err
 	}
 	fmt.Printf("fleet %s after deleting the %d Clusters: RSS %.1f MiB (baseline %.1f)  heap %.1f MiB (baseline %.1f)  fds %d (baseline %d)  goroutines %d (baseline %d)\n",
-		backend, len(f.clusters), after.rssMiB, base.rssMiB, after.heapMiB, base.heapMiB, after.fds, base.fds, after.goroutines, base.goroutines)
+		backend, f.n, after.rssMiB, base.rssMiB, after.heapMiB, base.heapMiB, after.fds, base.fds, after.goroutines, base.goroutines)
 	if err := saveHeapProfile(proc, string(backend)+"-deleted"); err != nil {
 		return err
 	}
@@ -179,7 +180,7 @@ func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, si
 			return err
 		}
 		proc = nil
-		for i := range f.clusters {
+		for i := range f.n {
 			if err := f.register(ctx, i); err != nil {
 				return err
 			}
@@ -329,12 +330,17 @@ func (c fleetCluster) close() error {
 	return c.kubeadm.Close()
 }
 
-// fleet is the workload clusters of one backend registered so far.
+// fleet is the Clusters of one backend registered so far, on their workload clusters.
 type fleet struct {
-	ns       string
-	backend  v1alpha1.Backend
-	clusters []fleetCluster
-	workers  int
+	ns      string
+	backend v1alpha1.Backend
+	// share is how many Clusters each workload cluster serves (FLEET_SHARE, default 1).
+	share int
+	// workloads are the workload clusters started so far; Cluster i is on workloads[i/share].
+	workloads []fleetCluster
+	// n is the number of Clusters registered so far.
+	n       int
+	workers int
 }
 
 func (f *fleet) start(ctx context.Context, idx int) (fleetCluster, error) {
@@ -350,16 +356,30 @@ func (f *fleet) start(ctx context.Context, idx int) (fleetCluster, error) {
 	return fleetCluster{k3s: k}, err
 }
 
-// grow starts and registers clusters until there are n, a few at a time.
+// grow starts workload clusters and registers Clusters until there are n, a few at a time.
 func (f *fleet) grow(ctx context.Context, n int) error {
+	if err := f.startWorkloads(ctx, (n+f.share-1)/f.share); err != nil {
+		return err
+	}
+	if err := f.registerUpTo(ctx, n); err != nil {
+		return err
+	}
+	if err := f.waitObserved(ctx, healthy); err != nil {
+		return fmt.Errorf("failed waiting for %d ControlPlaneEtcds to report 3 healthy members: %w", f.n, err)
+	}
+	return nil
+}
+
+// startWorkloads starts workload clusters until there are want.
+func (f *fleet) startWorkloads(ctx context.Context, want int) error {
 	const parallel = 2
-	for len(f.clusters) < n {
-		batch := min(parallel, n-len(f.clusters))
+	for len(f.workloads) < want {
+		batch := min(parallel, want-len(f.workloads))
 		started := make([]fleetCluster, batch)
 		errs := make([]error, batch)
 		var wg sync.WaitGroup
 		for i := range batch {
-			idx := len(f.clusters) + i
+			idx := len(f.workloads) + i
 			wg.Go(func() {
 				// A cluster that was not ready within the workload package's minute on a
 				// saturated machine is started once more.
@@ -374,19 +394,31 @@ func (f *fleet) grow(ctx context.Context, n int) error {
 		wg.Wait()
 		for i, c := range started {
 			if errs[i] != nil {
-				return fmt.Errorf("failed to start %s workload cluster %d: %w", f.backend, len(f.clusters), errs[i])
+				return fmt.Errorf("failed to start %s workload cluster %d: %w", f.backend, len(f.workloads), errs[i])
 			}
-			f.clusters = append(f.clusters, c)
-		}
-		for idx := len(f.clusters) - batch; idx < len(f.clusters); idx++ {
-			if err := f.register(ctx, idx); err != nil {
-				return err
-			}
+			f.workloads = append(f.workloads, c)
 		}
 	}
-	if err := f.waitObserved(ctx, healthy); err != nil {
-		return fmt.Errorf("failed waiting for %d ControlPlaneEtcds to report 3 healthy members: %w", len(f.clusters), err)
+	return nil
+}
+
+// registerUpTo registers Clusters until there are n, several at a time.
+func (f *fleet) registerUpTo(ctx context.Context, n int) error {
+	sem := make(chan struct{}, 8)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := f.n; i < n; i++ {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = f.register(ctx, i)
+		})
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	f.n = n
 	return nil
 }
 
@@ -396,10 +428,22 @@ func healthy(cpe *v1alpha1.ControlPlaneEtcd) bool {
 
 func (f *fleet) name(i int) string { return fmt.Sprintf("%s-%02d", f.backend, i) }
 
+// register creates Cluster i, its Secrets and its ControlPlaneEtcd. Clusters that share a
+// workload cluster each connect with a user of their own: with the same credentials client-go
+// would share one transport between them, and the manager would hold fewer connections than for
+// as many real clusters.
 func (f *fleet) register(ctx context.Context, i int) error {
 	name := f.name(i)
-	in := env.ClusterInput{Namespace: f.ns, Name: name, Workload: f.clusters[i].apiServer().Config}
-	if k := f.clusters[i].kubeadm; k != nil {
+	w := f.workloads[i/f.share]
+	cfg := w.apiServer().Config
+	if f.share > 1 {
+		var err error
+		if cfg, err = w.apiServer().AddAdmin(name); err != nil {
+			return err
+		}
+	}
+	in := env.ClusterInput{Namespace: f.ns, Name: name, Workload: cfg}
+	if k := w.kubeadm; k != nil {
 		in.EtcdCACert, in.EtcdCAKey = k.Etcd.CA().CertPEM(), k.Etcd.CA().KeyPEM()
 	}
 	if _, err := env.RegisterCluster(ctx, mgmt.Client, in); err != nil {
@@ -415,9 +459,9 @@ func (f *fleet) register(ctx context.Context, i int) error {
 // kubelet writes (labels, capacity, images, node info, conditions), and no kubelet behind them.
 func (f *fleet) addWorkers(ctx context.Context, n int) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(f.clusters))
+	errs := make([]error, len(f.workloads))
 	sem := make(chan struct{}, 4)
-	for i, c := range f.clusters {
+	for i, c := range f.workloads {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -470,7 +514,7 @@ func createWorker(ctx context.Context, c client.Client, name string) error {
 // deleteAll deletes every Cluster and ControlPlaneEtcd of the fleet, waits until they are gone
 // and the manager let go of them, and samples the manager.
 func (f *fleet) deleteAll(ctx context.Context, proc *managerProcess) (sample, error) {
-	for i := range f.clusters {
+	for i := range f.n {
 		key := client.ObjectKey{Namespace: f.ns, Name: f.name(i)}
 		if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})); err != nil {
 			return sample{}, fmt.Errorf("failed to delete Cluster %s: %w", key, err)
@@ -523,7 +567,7 @@ func (f *fleet) waitObserved(ctx context.Context, ok func(*v1alpha1.ControlPlane
 				n++
 			}
 		}
-		return n == len(f.clusters), nil
+		return n == f.n, nil
 	})
 }
 
@@ -531,7 +575,7 @@ func (f *fleet) waitObserved(ctx context.Context, ok func(*v1alpha1.ControlPlane
 // goroutines, then how long each status takes to say that a member failed (all clusters at
 // once).
 func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.Duration) (fleetRow, error) {
-	row := fleetRow{n: len(f.clusters), workers: f.workers}
+	row := fleetRow{n: f.n, workers: f.workers}
 	// Let the connections of the clusters just added settle before sampling.
 	if err := sleep(ctx, settle); err != nil {
 		return row, err
@@ -568,7 +612,7 @@ func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 	var start time.Time
 	trigger := func() error {
 		start = time.Now()
-		for _, c := range f.clusters {
+		for _, c := range f.workloads {
 			if err := c.fail(ctx, node); err != nil {
 				return fmt.Errorf("failed to make the member on Node %s fail: %w", node, err)
 			}
@@ -581,9 +625,9 @@ func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did): %w", len(f.clusters), node, len(seen), err)
+		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did): %w", f.n, node, len(seen), err)
 	}
-	for _, c := range f.clusters {
+	for _, c := range f.workloads {
 		if err := c.recover(ctx, node); err != nil {
 			return nil, fmt.Errorf("failed to bring the member on Node %s back: %w", node, err)
 		}
@@ -618,7 +662,7 @@ func (f *fleet) watchUntil(ctx context.Context, trigger func() error, start *tim
 		return nil, err
 	}
 	seen := map[string]time.Duration{}
-	for len(seen) < len(f.clusters) {
+	for len(seen) < f.n {
 		select {
 		case <-ctx.Done():
 			return seen, ctx.Err()
@@ -644,7 +688,7 @@ func (f *fleet) watchUntil(ctx context.Context, trigger func() error, start *tim
 // shard's manager and never by the other.
 func (f *fleet) shard(ctx context.Context, bin, dir string, window time.Duration) error {
 	shardOf := func(i int) string { return string(rune('a' + i%2)) }
-	for i := range f.clusters {
+	for i := range f.n {
 		c := &clusterv1.Cluster{}
 		if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: f.name(i)}, c); err != nil {
 			return err
@@ -711,14 +755,14 @@ func (f *fleet) shard(ctx context.Context, bin, dir string, window time.Duration
 			return err
 		}
 		fmt.Printf("fleet shard %s (--watch-filter=%s): wrote %d of %d ControlPlaneEtcds, none of the other shard's; CPU %.2f s/min, RSS %.1f MiB\n",
-			shard, shard, wrote["etcd-adapter-"+shard], len(f.clusters), float64(after-cpus[shard])/clockTicks/window.Minutes(), rss)
+			shard, shard, wrote["etcd-adapter-"+shard], f.n, float64(after-cpus[shard])/clockTicks/window.Minutes(), rss)
 	}
 	return nil
 }
 
 func (f *fleet) close() error {
 	var errs []error
-	for _, c := range f.clusters {
+	for _, c := range f.workloads {
 		errs = append(errs, c.close())
 	}
 	return errors.Join(errs...)
@@ -779,6 +823,9 @@ func startManagerProcess(ctx context.Context, bin, dir, shard string, extraArgs 
 	}
 	cmd.Args = append(cmd.Args, extraArgs...)
 	cmd.Stdout, cmd.Stderr = log, log
+	// FLEET_MANAGER_ENV sets variables for the manager alone (GOMEMLIMIT, GODEBUG), not for the
+	// apiservers and etcd members, which are Go programs too.
+	cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("FLEET_MANAGER_ENV"))...)
 	// The manager ends with the benchmark process, also when a time limit kills it.
 	parentdeath.Set(cmd)
 	if err := cmd.Start(); err != nil {
