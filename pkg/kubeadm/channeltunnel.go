@@ -37,7 +37,6 @@ type channelTunnel struct {
 	headers [2]bool
 
 	writeMu sync.Mutex
-	frame   []byte
 
 	errMu  sync.Mutex
 	errMsg strings.Builder
@@ -103,6 +102,10 @@ func (t *channelTunnel) Read(b []byte) (int, error) {
 	}
 	n := copy(b, t.pending)
 	t.pending = t.pending[n:]
+	if len(t.pending) == 0 {
+		// Not kept: an idle connection would hold its last message (up to a TLS record).
+		t.pending = nil
+	}
 	return n, nil
 }
 
@@ -117,13 +120,25 @@ func (t *channelTunnel) readError(err error) error {
 	return err
 }
 
-// Write sends b as one data message. TLS writes records of at most 16 KiB plus overhead, well
-// inside the connection's write buffer, so a message is never fragmented.
+// Write sends b as one data message, the channel byte first. TLS writes records of at most
+// 16 KiB plus overhead, well inside the write buffer (wsWriteBufferSize), so a message is never
+// fragmented; the buffer is borrowed for the message only.
 func (t *channelTunnel) Write(b []byte) (int, error) {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
-	t.frame = append(append(t.frame[:0], dataChannel), b...)
-	if err := t.ws.WriteMessage(gwebsocket.BinaryMessage, t.frame); err != nil {
+	w, err := t.ws.NextWriter(gwebsocket.BinaryMessage)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := w.Write([]byte{dataChannel}); err != nil {
+		_ = w.Close()
+		return 0, err
+	}
+	if _, err := w.Write(b); err != nil {
+		_ = w.Close()
+		return 0, err
+	}
+	if err := w.Close(); err != nil {
 		return 0, err
 	}
 	return len(b), nil

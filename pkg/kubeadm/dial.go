@@ -195,7 +195,8 @@ func (d *dialer) upgradeWebSocket(ctx context.Context, cfg *rest.Config, u *url.
 
 // negotiateWebSocket upgrades a GET of u to a WebSocket speaking protocol: the WebSocket
 // handshake (gorilla's DialContext) ends when ctx does. The round tripper is built as
-// client-go's websocket.RoundTripperFor builds it, plus a TLS session cache.
+// client-go's websocket.RoundTripperFor builds it, plus a TLS session cache, with smaller
+// buffers (wsRoundTripper).
 func (d *dialer) negotiateWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL, protocol string) (*gwebsocket.Conn, error) {
 	transportCfg, err := cfg.TransportConfig()
 	if err != nil {
@@ -213,7 +214,7 @@ func (d *dialer) negotiateWebSocket(ctx context.Context, cfg *rest.Config, u *ur
 	if proxy == nil {
 		proxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
 	}
-	holder := &websocket.RoundTripper{TLSConfig: tlsCfg, Proxier: proxy}
+	holder := &wsRoundTripper{tlsConfig: tlsCfg, proxier: proxy}
 	rt, err := transport.HTTPWrappersForConfig(transportCfg, holder)
 	if err != nil {
 		return nil, err

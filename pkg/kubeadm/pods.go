@@ -9,8 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -19,17 +18,17 @@ import (
 )
 
 // podCache keeps kubeadm's etcd Pods of the workload cluster in an informer (kube-system, the
-// etcd labels only), so asking every etcd Pod on every observation costs a cache read, not an
-// apiserver round trip. It is started on first use, restarted when the REST config changes
-// (the ClusterCache reconnected), and stopped by close.
+// etcd labels only, trimmed by trimPod), so asking every etcd Pod on every observation costs a
+// cache read, not an apiserver round trip. It is started on first use, restarted when the REST
+// config changes (the ClusterCache reconnected), and stopped by close.
 type podCache struct {
-	mu      sync.Mutex
-	cfg     *rest.Config
-	factory informers.SharedInformerFactory
-	lister  listersv1.PodLister
-	synced  cache.InformerSynced
-	stop    chan struct{}
-	closed  bool
+	mu     sync.Mutex
+	cfg    *rest.Config
+	lister listersv1.PodLister
+	synced cache.InformerSynced
+	stop   chan struct{}
+	done   sync.WaitGroup
+	closed bool
 }
 
 // listerFor returns a synced lister of the etcd Pods for cfg, starting the informer when needed.
@@ -41,8 +40,10 @@ func (p *podCache) listerFor(ctx context.Context, cfg *rest.Config, timeout time
 	}
 	if p.cfg != cfg {
 		p.stopLocked()
-		// Its own clientset: the watch must not end at a request timeout.
-		cs, err := kubernetes.NewForConfig(cfg)
+		// Its own client: the watch must not end at a request timeout. The core group's client
+		// only: a whole clientset builds a REST client for each of the ~50 API groups, which
+		// was the largest part of a kubeadm Cluster's memory after its connections.
+		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {
 			p.mu.Unlock()
 			return nil, fmt.Errorf("failed to create a client for the workload apiserver: %w", err)
@@ -73,23 +74,43 @@ func waitSynced(ctx context.Context, synced cache.InformerSynced, timeout time.D
 	return nil
 }
 
-func (p *podCache) start(cfg *rest.Config, cs kubernetes.Interface) {
+func (p *podCache) start(cfg *rest.Config, cs corev1client.CoreV1Interface) {
 	p.cfg, p.stop = cfg, make(chan struct{})
-	p.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0,
-		informers.WithNamespace(metav1.NamespaceSystem),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = etcdPodSelector }))
-	inf := p.factory.Core().V1().Pods()
-	p.lister, p.synced = inf.Lister(), inf.Informer().HasSynced
-	p.factory.Start(p.stop)
+	lw := cache.NewFilteredListWatchFromClient(cs.RESTClient(), "pods", metav1.NamespaceSystem,
+		func(o *metav1.ListOptions) { o.LabelSelector = etcdPodSelector })
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	// Note: SetTransform fails only once the informer runs.
+	_ = inf.SetTransform(trimPod)
+	p.lister, p.synced = listersv1.NewPodLister(inf.GetIndexer()), inf.HasSynced
+	stop := p.stop
+	p.done.Go(func() { inf.Run(stop) })
 }
 
 func (p *podCache) stopLocked() {
-	if p.factory == nil {
+	if p.stop == nil {
 		return
 	}
 	close(p.stop)
-	p.factory.Shutdown()
-	p.factory, p.cfg = nil, nil
+	p.done.Wait()
+	p.stop, p.cfg = nil, nil
+}
+
+// trimPod keeps what etcdPodNodes reads of an etcd Pod (its name, Node and deletion) and what
+// the informer needs (namespace, UID, resourceVersion, labels): a static etcd Pod's spec and
+// status (the whole etcd command line, volumes, container statuses) would otherwise be kept
+// for every member of every Cluster.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName},
+	}, nil
 }
 
 // close stops the informer and waits for its goroutines; it is idempotent.

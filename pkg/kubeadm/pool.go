@@ -196,9 +196,11 @@ func (p *pool) newClient(node string, creds *credentials) (*memberClient, error)
 		DialTimeout:          p.dialer.cfg.DialTimeout,
 		DialKeepAliveTime:    keepAliveTime,
 		DialKeepAliveTimeout: keepAliveTimeout,
-		DialOptions:          []grpc.DialOption{grpc.WithContextDialer(dial)},
-		MaxUnaryRetries:      1,
-		Logger:               zap.NewNop(),
+		// No read buffer of gRPC's own (32 KiB by default, kept per connection): the TLS
+		// connection under it already buffers a whole record.
+		DialOptions:     []grpc.DialOption{grpc.WithContextDialer(dial), grpc.WithReadBufferSize(0)},
+		MaxUnaryRetries: 1,
+		Logger:          zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create etcd client for Node %s: %w", node, err)
