@@ -7,8 +7,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
@@ -41,6 +44,14 @@ func main() {
 	}
 	ctrl.SetLogger(klog.Background())
 	log := ctrl.Log.WithName("setup")
+	// The Go runtime's soft memory limit at 90% of the container's memory limit (its cgroup):
+	// the garbage collector then collects harder as the heap nears the limit instead of letting
+	// it grow to twice what is live (GOGC=100) and the Pod be killed. GOMEMLIMIT, or
+	// AUTOMEMLIMIT=off or another ratio, in the environment wins; without a cgroup limit
+	// nothing changes.
+	if _, err := memlimit.Set(memlimit.WithLogger(slog.New(logr.ToSlogHandler(log)))); err != nil {
+		log.Error(err, "Unable to set the Go memory limit from the container's; running without")
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
