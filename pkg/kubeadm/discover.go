@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
@@ -17,21 +17,22 @@ import (
 // etcdPodSelector selects kubeadm's etcd static Pods (their mirror Pods carry these labels).
 const etcdPodSelector = "component=etcd,tier=control-plane"
 
-// workloadClient keeps one clientset per REST config, so listing on every observation reuses
+// workloadClient keeps one core group client per REST config, so listing on every observation reuses
 // the apiserver connection instead of building a transport each time.
 type workloadClient struct {
 	mu  sync.Mutex
 	cfg *rest.Config
-	cs  kubernetes.Interface
+	cs  corev1client.CoreV1Interface
 }
 
-func (w *workloadClient) get(cfg *rest.Config, timeout func() *rest.Config) (kubernetes.Interface, error) {
+func (w *workloadClient) get(cfg *rest.Config, timeout func() *rest.Config) (corev1client.CoreV1Interface, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cs != nil && w.cfg == cfg {
 		return w.cs, nil
 	}
-	cs, err := kubernetes.NewForConfig(timeout())
+	// The core group's client only (Nodes): a whole clientset builds a REST client per API group.
+	cs, err := corev1client.NewForConfig(timeout())
 	if err != nil {
 		return nil, fmt.Errorf("failed to create a client for the workload apiserver: %w", err)
 	}
@@ -39,8 +40,8 @@ func (w *workloadClient) get(cfg *rest.Config, timeout func() *rest.Config) (kub
 	return cs, nil
 }
 
-// clientset returns the workload cluster's clientset.
-func (b *Backend) clientset(ctx context.Context) (kubernetes.Interface, error) {
+// coreClient returns the workload cluster's core group client.
+func (b *Backend) coreClient(ctx context.Context) (corev1client.CoreV1Interface, error) {
 	cfg, err := b.cfg.RESTConfig(ctx)
 	if err != nil {
 		return nil, classifyAPIError(err, "failed to get the workload cluster's REST config")
@@ -54,12 +55,12 @@ func (b *Backend) clientset(ctx context.Context) (kubernetes.Interface, error) {
 
 // listNodes fills h with every Node and its InternalIPs.
 func (b *Backend) listNodes(ctx context.Context, h *hosts) error {
-	cs, err := b.clientset(ctx)
+	cs, err := b.coreClient(ctx)
 	if err != nil {
 		return err
 	}
 	list, err := call(ctx, b, "list Nodes", func(ctx context.Context) (*corev1.NodeList, error) {
-		return cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return cs.Nodes().List(ctx, metav1.ListOptions{})
 	})
 	if err != nil {
 		return classifyAPIError(err, "failed to list Nodes in the workload cluster")

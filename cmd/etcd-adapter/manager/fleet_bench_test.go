@@ -190,8 +190,8 @@ func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, sh
 	return nil
 }
 
-// saveHeapProfile writes the manager's heap profile into FLEET_PROFILES (when set), named after
-// the sample, for `go tool pprof`.
+// saveHeapProfile writes the manager's heap profile (for `go tool pprof`) and its goroutines
+// into FLEET_PROFILES (when set), named after the sample.
 func saveHeapProfile(proc *managerProcess, name string) error {
 	dir := os.Getenv("FLEET_PROFILES")
 	if dir == "" {
@@ -201,7 +201,14 @@ func saveHeapProfile(proc *managerProcess, name string) error {
 	if err != nil {
 		return fmt.Errorf("failed to read the manager's heap profile: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, "heap-"+name+".pb.gz"), []byte(profile), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "heap-"+name+".pb.gz"), []byte(profile), 0o600); err != nil {
+		return err
+	}
+	stacks, err := body("http://" + proc.profiler + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return fmt.Errorf("failed to read the manager's goroutine profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "goroutines-"+name+".txt"), []byte(stacks), 0o600)
 }
 
 func printRow(backend v1alpha1.Backend, row fleetRow) {
