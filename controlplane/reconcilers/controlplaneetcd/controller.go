@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
@@ -49,6 +50,10 @@ type Reconciler struct {
 	ClusterCache clustercache.ClusterCache
 	// Backends hands out each Cluster's etcd.Cluster.
 	Backends *backends.Registry
+	// ConnectionLost, when set, enqueues the ControlPlaneEtcds of the Clusters it is notified
+	// of (wire its Notify to Backends.ConnectionLost); nil: a lost member connection shows at
+	// the next periodic observation.
+	ConnectionLost *ConnectionLost
 	// Recorder records Events on Machines and ControlPlaneEtcds.
 	Recorder record.EventRecorder
 	// CallTimeout bounds one observation; zero means DefaultCallTimeout.
@@ -70,7 +75,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager adds the controller to mgr. Node events of workload clusters reach it through
-// ClusterCache watches added on the first reconcile of each Cluster.
+// ClusterCache watches added on the first reconcile of each Cluster, and lost kubeadm member
+// connections through ConnectionLost.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	switch {
 	case r.Client == nil:
@@ -83,14 +89,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor(controllerName + "-controller")
 	}
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ControlPlaneEtcd{}).
 		Named(controllerName).
 		WithOptions(options).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlaneEtcd)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineToControlPlaneEtcd)).
-		WatchesRawSource(readToTheEnd{Source: r.ClusterCache.GetClusterSource(controllerName, r.clusterToControlPlaneEtcd)}).
-		Build(r)
+		WatchesRawSource(readToTheEnd{Source: r.ClusterCache.GetClusterSource(controllerName, r.clusterToControlPlaneEtcd)})
+	if r.ConnectionLost != nil {
+		b = b.WatchesRawSource(source.Channel(r.ConnectionLost.events, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlaneEtcd)))
+	}
+	c, err := b.Build(r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the ControlPlaneEtcd controller: %w", err)
 	}
