@@ -245,8 +245,9 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 //
 // Note: the manager's ClusterCache holds the etcd Nodes only (k3s.NodeCacheOptions), so worker
 // Nodes, and the Nodes of a kubeadm cluster, which carry no etcd label, start no reconcile. A
-// kubeadm cluster's passes come from its Machines' events and the observation interval; its
-// backend lists Nodes live when it places members.
+// kubeadm cluster's passes come from its Machines' events, its lost member connections
+// (ConnectionLost) and the observation interval; its backend lists Nodes live when it places
+// members.
 func (r *Reconciler) watchNodes(ctx context.Context, s *scope) error {
 	if r.controller == nil {
 		return nil
