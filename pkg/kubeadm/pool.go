@@ -202,13 +202,18 @@ func (p *pool) newClient(node string, creds *credentials) (*memberClient, error)
 		c.setDialErr(err)
 		return conn, err
 	}
+	opts := []grpc.DialOption{grpc.WithContextDialer(dial)}
+	if p.lost != nil {
+		// Note: a stats handler is also called for every RPC; without an owner to tell, skip it.
+		opts = append(opts, grpc.WithStatsHandler(c.conns))
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		// The endpoint only names the target; the dialer decides where the bytes go.
 		Endpoints:            []string{fmt.Sprintf("%s:%d", podName(node), etcdPort)},
 		DialTimeout:          p.dialer.cfg.DialTimeout,
 		DialKeepAliveTime:    keepAliveTime,
 		DialKeepAliveTimeout: keepAliveTimeout,
-		DialOptions:          []grpc.DialOption{grpc.WithContextDialer(dial), grpc.WithStatsHandler(c.conns)},
+		DialOptions:          opts,
 		MaxUnaryRetries:      1,
 		Logger:               zap.NewNop(),
 	})
