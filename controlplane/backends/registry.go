@@ -37,6 +37,11 @@ type Registry struct {
 	// (TLS probe, member list, Status), and the three stay within the manager's default
 	// observation timeout (--etcd-call-timeout, 15 s).
 	DialTimeout time.Duration
+	// ConnectionLost, when set, is told the Cluster whose kubeadm backend lost a kept member
+	// connection without closing it (kubeadm.Config.OnConnectionLost: the member's etcd stopped,
+	// its Pod or Node went away), so that its etcd is observed again at once. It is called on
+	// gRPC's goroutines and must not block. Nil: nobody is told.
+	ConnectionLost func(cluster client.ObjectKey)
 	// Watchers are added to a workload cluster's cache next to the backend's own, every time a
 	// backend is handed out (the ClusterCache adds each name once per connection).
 	Watchers []clustercache.Watcher
@@ -120,10 +125,14 @@ func (r *Registry) kubeadm(cluster *clusterv1.Cluster) (etcd.Cluster, error) {
 		_ = r.Forget(cluster.UID)
 	}
 	key := client.ObjectKeyFromObject(cluster)
-	b, err := kubeadm.New(kubeadm.Config{
+	cfg := kubeadm.Config{
 		Cluster: key, ClusterUID: cluster.UID, Client: r.Client,
 		RESTConfig: kubeadm.FromClusterCache(r.ClusterCache, key), DialTimeout: r.DialTimeout,
-	})
+	}
+	if lost := r.ConnectionLost; lost != nil {
+		cfg.OnConnectionLost = func() { lost(key) }
+	}
+	b, err := kubeadm.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the kubeadm etcd backend of Cluster %s: %w", key, err)
 	}

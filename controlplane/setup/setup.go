@@ -61,11 +61,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	if opts.Concurrency == 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
-	registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: opts.ClusterCache, DialTimeout: opts.DialTimeout}
+	// A kubeadm member connection that ends wakes the ControlPlaneEtcd controller, so a failed
+	// member shows in the status without waiting for the next observation.
+	lost := controlplaneetcd.NewConnectionLost()
+	registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: opts.ClusterCache, DialTimeout: opts.DialTimeout,
+		ConnectionLost: lost.Notify}
 	if err := (&creation.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}
-	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache, Backends: registry,
+	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache, Backends: registry, ConnectionLost: lost,
 		CallTimeout: opts.CallTimeout, ObservationInterval: opts.ObservationInterval, AtStep: opts.AtStep}
 	// Note: warm-up starts the controller's event sources on a replica that does not lead (its
 	// workers still start only on the leader, so nothing is written there). One of the sources is

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
@@ -23,6 +24,7 @@ type Backend struct {
 	certs    *certSource
 	dialer   *dialer
 	pool     *pool
+	lost     *coalescer // nil without Config.OnConnectionLost
 	workload workloadClient
 	pods     podCache
 
@@ -47,17 +49,24 @@ func New(cfg Config) (*Backend, error) {
 	}
 	log := cfg.Logger.WithValues("Cluster", cfg.Cluster.String())
 	d := &dialer{cfg: cfg, apiSessions: tls.NewLRUClientSessionCache(16)}
+	var lost *coalescer
+	if cfg.OnConnectionLost != nil {
+		lost = newCoalescer(cfg.OnConnectionLost, connectionLostEvery, clock.RealClock{})
+	}
 	return &Backend{
 		cfg:    cfg,
 		log:    log,
 		certs:  &certSource{cfg: cfg},
 		dialer: d,
-		pool:   newPool(d, cfg.IdleTimeout, log),
+		pool:   newPool(d, cfg.IdleTimeout, lost, log),
+		lost:   lost,
 	}, nil
 }
 
-// Close closes every member connection. The Backend must not be used afterwards.
+// Close closes every member connection. The Backend must not be used afterwards. Config's
+// OnConnectionLost is not called after Close (a call already running may still finish).
 func (b *Backend) Close() error {
+	b.lost.stop()
 	b.pods.close()
 	return b.pool.close()
 }

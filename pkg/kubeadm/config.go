@@ -117,6 +117,16 @@ type Config struct {
 	// CallTimeout); zero means DefaultKeptCallTimeout. A call that fails on a kept connection is
 	// retried once on a new one with the full CallTimeout.
 	KeptCallTimeout time.Duration
+	// OnConnectionLost, when set, is called when a member connection the backend keeps between
+	// calls ends without the backend closing it: the member's etcd stopped (it sends a GOAWAY),
+	// its Pod, kubelet or Node went away (the port-forward stream closes), or keep-alive found the
+	// tunnel dead. The backend does not observe by itself; the owner observes again to learn
+	// which member failed, instead of waiting for its next periodic observation. It is called
+	// on gRPC's goroutines and must not block. Calls are coalesced: at most one per 5 s per
+	// backend, with one trailing call at the end of those 5 s when a connection was lost within
+	// them. Not called for connections the backend closes itself (Close, IdleTimeout, a member
+	// that left, a new CA). Nil: nobody is told.
+	OnConnectionLost func()
 	// Logger receives the backend's logs; zero discards them. Calls also log to the logger in
 	// their context when it has one.
 	Logger logr.Logger

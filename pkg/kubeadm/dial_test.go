@@ -172,7 +172,7 @@ func Test_dialer_usesTheKubeletWebSocketProtocol(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	d := dialerTo(server.URL, 10*time.Second)
-	p := newPool(d, time.Minute, logr.Discard())
+	p := newPool(d, time.Minute, nil, logr.Discard())
 	defer func() { g.Expect(p.close()).To(Succeed()) }()
 	c, err := p.get(ctx, m.NodeName(), creds)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -272,7 +272,7 @@ func Test_pool_concurrentGetsKeepEachOthersClient(t *testing.T) {
 	server, _ := portForwardServer(t, m.ClientAddress(), true)
 	creds, _, err := sourceFor([]client.Object{ec.CA().Secret(testCluster)}).get(ctx, time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
-	p := newPool(dialerTo(server.URL, 10*time.Second), time.Minute, logr.Discard())
+	p := newPool(dialerTo(server.URL, 10*time.Second), time.Minute, nil, logr.Discard())
 	defer func() { g.Expect(p.close()).To(Succeed()) }()
 
 	const callers = 8

@@ -32,10 +32,19 @@ type memberClient struct {
 	cli         *clientv3.Client
 	cluster     clientv3.Cluster
 	maint       clientv3.Maintenance
+	// conns tells the pool's owner when the member's connection ends while the pool keeps the
+	// client.
+	conns *connLossHandler
 
 	mu       sync.Mutex
 	dialErr  error
 	lastUsed time.Time
+}
+
+// close closes the client; the ends of its connections are not reported as lost.
+func (m *memberClient) close() error {
+	m.conns.kept.Store(false)
+	return m.cli.Close()
 }
 
 func (m *memberClient) setDialErr(err error) {
@@ -89,11 +98,13 @@ func (m *memberClient) ready(ctx context.Context) error {
 }
 
 // pool keeps one memberClient per Node. Broken clients are replaced on the next get, idle ones
-// are closed by a janitor, and close closes everything.
+// are closed by a janitor, and close closes everything. A kept client's connection that ends
+// otherwise notifies lost (nil: nobody is told).
 type pool struct {
 	dialer *dialer
 	idle   time.Duration
 	log    logr.Logger
+	lost   *coalescer
 
 	mu      sync.Mutex
 	clients map[string]*memberClient
@@ -103,8 +114,8 @@ type pool struct {
 	wg   sync.WaitGroup
 }
 
-func newPool(d *dialer, idle time.Duration, log logr.Logger) *pool {
-	p := &pool{dialer: d, idle: idle, log: log, clients: map[string]*memberClient{}, stop: make(chan struct{})}
+func newPool(d *dialer, idle time.Duration, lost *coalescer, log logr.Logger) *pool {
+	p := &pool{dialer: d, idle: idle, log: log, lost: lost, clients: map[string]*memberClient{}, stop: make(chan struct{})}
 	p.wg.Go(p.janitor)
 	return p
 }
@@ -152,14 +163,14 @@ func (p *pool) connect(ctx context.Context, node string, creds *credentials) (*m
 	dialCtx, cancel := context.WithTimeout(ctx, p.dialer.cfg.DialTimeout)
 	defer cancel()
 	if err := c.ready(dialCtx); err != nil {
-		_ = c.cli.Close()
+		_ = c.close()
 		return nil, err
 	}
 	c.touch(time.Now())
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		_ = c.cli.Close()
+		_ = c.close()
 		return nil, errClosed
 	}
 	// Note: another call (the quorum guard's and the controller's observations run at the same
@@ -168,15 +179,16 @@ func (p *pool) connect(ctx context.Context, node string, creds *credentials) (*m
 	// Keep it and close this one, unless it was made with an old CA.
 	if cur := p.clients[node]; cur != nil && cur.fingerprint == creds.fingerprint {
 		p.mu.Unlock()
-		_ = c.cli.Close()
+		_ = c.close()
 		cur.touch(time.Now())
 		return cur, nil
 	}
 	old := p.clients[node]
 	p.clients[node] = c
+	c.conns.kept.Store(true)
 	p.mu.Unlock()
 	if old != nil {
-		_ = old.cli.Close()
+		_ = old.close()
 	}
 	return c, nil
 }
@@ -184,11 +196,18 @@ func (p *pool) connect(ctx context.Context, node string, creds *credentials) (*m
 // newClient builds a clientv3 client whose only way to the member is the port-forward dialer.
 // TLS is done by the dialer (so its errors are ours to classify), hence no TLS config here.
 func (p *pool) newClient(node string, creds *credentials) (*memberClient, error) {
-	c := &memberClient{node: node, fingerprint: creds.fingerprint}
+	c := &memberClient{node: node, fingerprint: creds.fingerprint, conns: &connLossHandler{node: node, lost: p.lost, log: p.log}}
 	dial := func(ctx context.Context, _ string) (net.Conn, error) {
 		conn, err := p.dialer.dial(ctx, node, creds)
 		c.setDialErr(err)
 		return conn, err
+	}
+	// No read buffer of gRPC's own (32 KiB by default, kept per connection): the TLS connection
+	// under it already buffers a whole record.
+	opts := []grpc.DialOption{grpc.WithContextDialer(dial), grpc.WithReadBufferSize(0)}
+	if p.lost != nil {
+		// Note: a stats handler is also called for every RPC; without an owner to tell, skip it.
+		opts = append(opts, grpc.WithStatsHandler(c.conns))
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		// The endpoint only names the target; the dialer decides where the bytes go.
@@ -196,11 +215,9 @@ func (p *pool) newClient(node string, creds *credentials) (*memberClient, error)
 		DialTimeout:          p.dialer.cfg.DialTimeout,
 		DialKeepAliveTime:    keepAliveTime,
 		DialKeepAliveTimeout: keepAliveTimeout,
-		// No read buffer of gRPC's own (32 KiB by default, kept per connection): the TLS
-		// connection under it already buffers a whole record.
-		DialOptions:     []grpc.DialOption{grpc.WithContextDialer(dial), grpc.WithReadBufferSize(0)},
-		MaxUnaryRetries: 1,
-		Logger:          zap.NewNop(),
+		DialOptions:          opts,
+		MaxUnaryRetries:      1,
+		Logger:               zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create etcd client for Node %s: %w", node, err)
@@ -220,7 +237,7 @@ func (p *pool) drop(node string, c *memberClient) {
 		delete(p.clients, node)
 	}
 	p.mu.Unlock()
-	_ = c.cli.Close()
+	_ = c.close()
 }
 
 // retain closes the clients of Nodes not in keep (members that left the cluster).
@@ -283,7 +300,7 @@ func (p *pool) close() error {
 	p.wg.Wait()
 	var errs []error
 	for _, c := range clients {
-		if err := c.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		if err := c.close(); err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, fmt.Errorf("failed to close etcd client for Node %s: %w", c.node, err))
 		}
 	}
@@ -292,7 +309,7 @@ func (p *pool) close() error {
 
 func closeAll(cs []*memberClient) {
 	for _, c := range cs {
-		_ = c.cli.Close()
+		_ = c.close()
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
@@ -82,7 +84,63 @@ var _ = Describe("kubeadm flavour", func() {
 		Expect(eventsAbout(ctx, doomed)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemoved),
 			HaveField("Message", ContainSubstring(fmt.Sprintf("(%x) of Node %s", doomedID, leader))))))
 	}, SpecTimeout(4*time.Minute))
+
+	It("shows a member whose etcd stopped as not healthy at once, not at the next observation", func(ctx SpecContext) {
+		c := startKubeadm(ctx, v1alpha1.ModeObserve)
+		c.expectMembers(ctx, 3)
+
+		By("observing only every 10 minutes from now on")
+		cpe := c.status(ctx)
+		original := cpe.DeepCopy()
+		cpe.Spec.ObservationInterval = &metav1.Duration{Duration: 10 * time.Minute}
+		Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(original))).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := c.status(ctx)
+			g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		}, reconcileTimeout).Should(Succeed(), "the pass the change started must have written its status")
+		c.expectMembers(ctx, 3)
+		By("waiting until Cluster API stopped updating the Cluster and its Machines (each update starts a pass)")
+		Eventually(func(g Gomega) {
+			before := c.resourceVersions(ctx)
+			g.Consistently(func() map[string]string { return c.resourceVersions(ctx) }).WithTimeout(5 * time.Second).Should(Equal(before))
+		}, 2*time.Minute).Should(Succeed())
+
+		By("stopping the etcd of a member that does not lead")
+		leader := c.status(ctx).Status.Leader
+		node := c.workload.Nodes[0]
+		if node == leader {
+			node = c.workload.Nodes[1]
+		}
+		Expect(c.workload.Etcd.MemberOnNode(node).Stop()).To(Succeed())
+		// Note: nothing else changes (no Node, Machine or Cluster event), and the next periodic
+		// observation is 10 minutes away: only the end of the backend's kept connection to the
+		// member can start the pass that sees it.
+		Eventually(func(g Gomega) {
+			var health v1alpha1.MemberHealth
+			for _, m := range c.status(ctx).Status.Members {
+				if m.NodeName == node {
+					health = m.Health
+				}
+			}
+			g.Expect(health).NotTo(BeEmpty(), "the member of Node %s must be in the status", node)
+			g.Expect(health).NotTo(Equal(v1alpha1.MemberHealthy))
+		}, time.Minute).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
 })
+
+// resourceVersions are the resourceVersions of the Cluster and its Machines, by name.
+func (c *testCluster) resourceVersions(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	cluster := &clusterv1.Cluster{}
+	Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.cluster), cluster)).To(Succeed())
+	out["Cluster "+cluster.Name] = cluster.ResourceVersion
+	for _, m := range c.machines {
+		got := &clusterv1.Machine{}
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+		out["Machine "+got.Name] = got.ResourceVersion
+	}
+	return out
+}
 
 // eventReasons lists the reasons of the Events about the named object.
 func eventReasons(ctx context.Context, namespace, name string) []string {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
@@ -49,6 +50,10 @@ type Reconciler struct {
 	ClusterCache clustercache.ClusterCache
 	// Backends hands out each Cluster's etcd.Cluster.
 	Backends *backends.Registry
+	// ConnectionLost, when set, enqueues the ControlPlaneEtcds of the Clusters it is notified
+	// of (wire its Notify to Backends.ConnectionLost); nil: a lost member connection shows at
+	// the next periodic observation.
+	ConnectionLost *ConnectionLost
 	// Recorder records Events on Machines and ControlPlaneEtcds.
 	Recorder record.EventRecorder
 	// CallTimeout bounds one observation; zero means DefaultCallTimeout.
@@ -70,7 +75,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager adds the controller to mgr. Node events of workload clusters reach it through
-// ClusterCache watches added on the first reconcile of each Cluster.
+// ClusterCache watches added on the first reconcile of each Cluster, and lost kubeadm member
+// connections through ConnectionLost.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	switch {
 	case r.Client == nil:
@@ -83,14 +89,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorderFor(controllerName + "-controller")
 	}
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ControlPlaneEtcd{}).
 		Named(controllerName).
 		WithOptions(options).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlaneEtcd)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineToControlPlaneEtcd)).
-		WatchesRawSource(readToTheEnd{Source: r.ClusterCache.GetClusterSource(controllerName, r.clusterToControlPlaneEtcd)}).
-		Build(r)
+		WatchesRawSource(readToTheEnd{Source: r.ClusterCache.GetClusterSource(controllerName, r.clusterToControlPlaneEtcd)})
+	if r.ConnectionLost != nil {
+		b = b.WatchesRawSource(source.Channel(r.ConnectionLost.events, handler.EnqueueRequestsFromMapFunc(r.clusterToControlPlaneEtcd)))
+	}
+	c, err := b.Build(r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the ControlPlaneEtcd controller: %w", err)
 	}
@@ -236,8 +245,9 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 //
 // Note: the manager's ClusterCache holds the etcd Nodes only (k3s.NodeCacheOptions), so worker
 // Nodes, and the Nodes of a kubeadm cluster, which carry no etcd label, start no reconcile. A
-// kubeadm cluster's passes come from its Machines' events and the observation interval; its
-// backend lists Nodes live when it places members.
+// kubeadm cluster's passes come from its Machines' events, its lost member connections
+// (ConnectionLost) and the observation interval; its backend lists Nodes live when it places
+// members.
 func (r *Reconciler) watchNodes(ctx context.Context, s *scope) error {
 	if r.controller == nil {
 		return nil
