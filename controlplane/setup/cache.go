@@ -37,6 +37,10 @@ func MachineCacheOptions() cache.ByObject {
 // Objects that are not Machines, such as the cache.DeletedFinalStateUnknown tombstone of a
 // deletion the informer missed (whose object was trimmed when it was stored), are returned
 // unchanged. It may be applied more than once to the same object.
+//
+// Important! A trimmed Machine read from the cache must never be written back whole (Update): it
+// would clear the Machine's spec. etcd-adapter writes Machines only with merge patches of what it
+// changed (client.MergeFrom), and only control-plane and etcd Machines.
 func TrimMachine(obj any) (any, error) {
 	m, ok := obj.(*clusterv1.Machine)
 	if !ok {
