@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -80,6 +81,8 @@ const (
 func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOptions) (*adapterManager, error) {
 	wio := mgmt.WebhookInstallOptions()
 	opts := capi.ManagerOptions(scheme)
+	// Note: Machines are cached as the etcd-adapter binary caches them (worker Machines trimmed).
+	opts.Cache.ByObject[&clusterv1.Machine{}] = setup.MachineCacheOptions()
 	if !o.noWebhooks {
 		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
 	}

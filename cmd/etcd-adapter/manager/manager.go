@@ -163,7 +163,9 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 // name, their data dropped unless a kubeconfig), restricted to --namespace, and with
 // --watch-filter to the Clusters that carry the label. Every controller and the quorum guard
 // read Clusters through this cache, so a Cluster outside the filter does not exist for this
-// manager: nothing of it is read from its workload cluster or written.
+// manager: nothing of it is read from its workload cluster or written. Machines are cached
+// trimmed (setup.MachineCacheOptions): worker Machines keep only their identity and labels, so
+// memory grows with the fleet's control-plane and etcd Machines, not with its workers.
 func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
 	// Note: client-go refuses a second informer name in one process; only the first manager of
 	// a process (the only one, outside tests and the demo) gets the plain name.
@@ -172,6 +174,7 @@ func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
 		informerName = fmt.Sprintf("%s-%d", Name, n)
 	}
 	opts := capisetup.ManagerCacheOptions(scheme, informerName, o.Namespace, o.SyncPeriod)
+	opts.ByObject[&clusterv1.Machine{}] = setup.MachineCacheOptions()
 	if o.WatchFilter != "" {
 		opts.ByObject[&clusterv1.Cluster{}] = cache.ByObject{
 			Label: labels.SelectorFromSet(labels.Set{clusterv1.WatchLabel: o.WatchFilter}),

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 )
 
@@ -40,7 +41,8 @@ type Reconciler struct {
 	Recorder record.EventRecorder
 }
 
-// SetupWithManager adds the controller to mgr. It watches only Machines carrying the hook.
+// SetupWithManager adds the controller to mgr. It watches only the Machines handsBack lets
+// through.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
 	if r.Client == nil {
 		return errors.New("failed to set up the hook hand-back controller: Client is nil")
@@ -51,9 +53,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 	if r.APIReader == nil {
 		r.APIReader = r.Client
 	}
-	hooked := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetAnnotations()[v1alpha1.PreTerminateHookAnnotation] != ""
-	})
+	hooked := predicate.NewPredicateFuncs(handsBack)
 	// Note: a Machine changes nothing when its ControlPlaneEtcd is deleted or its Cluster opts
 	// out, so both map to the Cluster's hooked Machines.
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -71,6 +71,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		return fmt.Errorf("failed to set up the hook hand-back controller: %w", err)
 	}
 	return nil
+}
+
+// handsBack says whether the hand-back looks at a Machine: a control-plane or etcd Machine
+// (backends.IsControlPlaneOrEtcdMachine) that carries the hook. Those are the only Machines the
+// Machine hook webhook and the ControlPlaneEtcd controller put the hook on. A worker Machine is
+// never looked at, whatever its annotations: the manager's cache keeps worker Machines without
+// annotations or spec (setup.TrimMachine), so its hook, had anyone put it there, could be neither
+// seen nor its Cluster read from the cache.
+func handsBack(o client.Object) bool {
+	return backends.IsControlPlaneOrEtcdMachine(o.GetLabels()) && o.GetAnnotations()[v1alpha1.PreTerminateHookAnnotation] != ""
 }
 
 // hookedMachines maps to the Cluster's control-plane Machines that carry the hook.
@@ -99,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if m.Annotations[v1alpha1.PreTerminateHookAnnotation] == "" {
+	if !handsBack(m) {
 		return ctrl.Result{}, nil
 	}
 	cluster := &clusterv1.Cluster{}

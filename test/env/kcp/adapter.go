@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -133,6 +134,8 @@ func adapterInstall() (crdDir string, webhooks *envtest.WebhookInstallOptions, e
 // was told to call them.
 func startAdapterManager(ctx context.Context, cfg *rest.Config, wio *envtest.WebhookInstallOptions, rec *guardRecorder) (*runningManager, error) {
 	opts := capi.ManagerOptions(Scheme())
+	// Note: Machines are cached as the etcd-adapter binary caches them (worker Machines trimmed).
+	opts.Cache.ByObject[&clusterv1.Machine{}] = setup.MachineCacheOptions()
 	opts.WebhookServer = &recordingServer{
 		Server: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}),
 		rec:    rec,

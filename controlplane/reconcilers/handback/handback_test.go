@@ -1,0 +1,34 @@
+package handback
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+)
+
+func Test_handsBack(t *testing.T) {
+	hook := map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}
+	tests := []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		want        bool
+	}{
+		{name: "A control-plane Machine with the hook is looked at", labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}, annotations: hook, want: true},
+		{name: "An etcdadm etcd Machine with the hook is looked at", labels: map[string]string{backends.EtcdClusterLabel: "c-etcd"}, annotations: hook, want: true},
+		{name: "A control-plane Machine without the hook is not looked at", labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
+		{name: "A worker Machine is not looked at even with the hook", labels: map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0"}, annotations: hook},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Labels: tt.labels, Annotations: tt.annotations}}
+			g.Expect(handsBack(m)).To(Equal(tt.want))
+		})
+	}
+}
