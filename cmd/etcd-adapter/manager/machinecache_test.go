@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
 )
@@ -100,6 +101,20 @@ func TestCache_trimsWorkerMachines(t *testing.T) {
 		}
 		g.Expect(names).To(ConsistOf(s.want), "selection %v", s.opts)
 	}
+
+	// Other objects are cached without their managed fields, which nothing reads.
+	cpe := &v1alpha1.ControlPlaneEtcd{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet"},
+		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "fleet", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeObserve},
+	}
+	g.Expect(mgmt.Client.Create(ctx, cpe)).To(Succeed())
+	g.Expect(cpe.ManagedFields).NotTo(BeEmpty())
+	g.Eventually(func(g Gomega) {
+		cached := &v1alpha1.ControlPlaneEtcd{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(cpe), cached)).To(Succeed())
+		g.Expect(cached.UID).To(Equal(cpe.UID))
+		g.Expect(cached.ManagedFields).To(BeEmpty())
+	}).Should(Succeed())
 }
 
 // createMachine creates a kubeadm-bootstrapped Machine of Cluster "fleet" (which does not exist,

@@ -165,7 +165,8 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 // read Clusters through this cache, so a Cluster outside the filter does not exist for this
 // manager: nothing of it is read from its workload cluster or written. Machines are cached
 // trimmed (setup.MachineCacheOptions): worker Machines keep only their identity and labels, so
-// memory grows with the fleet's control-plane and etcd Machines, not with its workers.
+// memory grows with the fleet's control-plane and etcd Machines, not with its workers. Managed
+// fields are stripped from every cached object.
 func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
 	// Note: client-go refuses a second informer name in one process; only the first manager of
 	// a process (the only one, outside tests and the demo) gets the plain name.
@@ -174,6 +175,8 @@ func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
 		informerName = fmt.Sprintf("%s-%d", Name, n)
 	}
 	opts := capisetup.ManagerCacheOptions(scheme, informerName, o.Namespace, o.SyncPeriod)
+	// Nothing reads managed fields, and they are often the larger part of an object's metadata.
+	opts.DefaultTransform = cache.TransformStripManagedFields()
 	opts.ByObject[&clusterv1.Machine{}] = setup.MachineCacheOptions()
 	if o.WatchFilter != "" {
 		opts.ByObject[&clusterv1.Cluster{}] = cache.ByObject{
