@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -632,7 +633,7 @@ func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did): %w", f.n, node, len(seen), err)
+		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did; not: %s): %w", f.n, node, len(seen), f.describeMissing(ctx, seen), err)
 	}
 	for _, c := range f.workloads {
 		if err := c.recover(ctx, node); err != nil {
@@ -647,6 +648,28 @@ func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// describeMissing names the ControlPlaneEtcds not in seen, with their health condition, for the
+// error of a freshness measure that timed out.
+func (f *fleet) describeMissing(ctx context.Context, seen map[string]time.Duration) string {
+	list := &v1alpha1.ControlPlaneEtcdList{}
+	if err := mgmt.Client.List(ctx, list, client.InNamespace(f.ns)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for i := range list.Items {
+		cpe := &list.Items[i]
+		if _, ok := seen[cpe.Name]; ok || len(out) >= 10 {
+			continue
+		}
+		why := "no condition"
+		if c := meta.FindStatusCondition(cpe.Status.Conditions, v1alpha1.EtcdClusterHealthyCondition); c != nil {
+			why = fmt.Sprintf("%s %s %q at %s", c.Status, c.Reason, c.Message, c.LastTransitionTime.UTC().Format(time.TimeOnly))
+		}
+		out = append(out, fmt.Sprintf("%s (%d members; %s)", cpe.Name, len(cpe.Status.Members), why))
+	}
+	return strings.Join(out, ", ")
 }
 
 // watchUntil watches the fleet's ControlPlaneEtcds, calls trigger once the watch is open, and
@@ -819,7 +842,12 @@ func startManagerProcess(ctx context.Context, bin, dir, shard string, extraArgs 
 	if err != nil {
 		return nil, err
 	}
-	log, err := os.Create(filepath.Join(dir, "manager-"+shard+".log"))
+	// The manager's log outlives the benchmark's temporary directory in FLEET_PROFILES.
+	logDir := dir
+	if d := os.Getenv("FLEET_PROFILES"); d != "" {
+		logDir = d
+	}
+	log, err := os.Create(filepath.Join(logDir, "manager-"+shard+"-"+strconv.FormatInt(time.Now().Unix(), 10)+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the manager log: %w", err)
 	}
