@@ -1,8 +1,13 @@
 package etcdcluster
 
 import (
+	"context"
 	"net/url"
 	"path/filepath"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -47,7 +52,22 @@ func (m *Member) embedConfig() *embed.Config {
 	// Fewer goroutines and listeners, and no fsync: test data need not survive a power cut.
 	cfg.EnableGRPCGateway = false
 	cfg.UnsafeNoFsync = true
+	cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(endCallOnPanic)}
 	return cfg
+}
+
+// endCallOnPanic answers a call whose handler panicked as Unavailable. A member that applies its
+// own removal closes its storage while a call may still be reading it (etcd v3.6's
+// Maintenance.Status then uses a closed bbolt transaction and panics). A real member is a process
+// of its own: the call would end with its connection, as Unavailable. In the test process the
+// panic would end every test at once.
+func endCallOnPanic(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, status.Errorf(codes.Unavailable, "etcd member stopped while answering: %v", r)
+		}
+	}()
+	return handler(ctx, req)
 }
 
 // tlsInfo returns the TLS files of kind "server" or "peer", with client certificates required.
