@@ -146,17 +146,29 @@ func (d *demo) machineDeleted(ctx context.Context) error {
 	return d.table(ctx)
 }
 
-// machineEvents prints the Events etcd-adapter recorded on the Machine.
+// machineEvents prints the Events etcd-adapter recorded on the Machine, once the last of them
+// (HookReleased) is written.
+//
+// Note: client-go's event recorder writes Events asynchronously, after the change they tell
+// about, so the Machine can be gone before its HookReleased Event is written. It writes them in
+// the order they were recorded: once HookReleased is there, every earlier Event is too.
 func (d *demo) machineEvents(ctx context.Context, machine string) error {
-	events := &corev1.EventList{}
-	if err := d.p.mgmt.Client.List(ctx, events, client.InNamespace(namespace)); err != nil {
-		return fmt.Errorf("failed to list Events: %w", err)
-	}
 	var mine []corev1.Event
-	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == "Machine" && e.InvolvedObject.Name == machine && strings.Contains(e.Source.Component+e.ReportingController, "controlplaneetcd") {
-			mine = append(mine, e)
+	err := waitFor(ctx, statusTimeout, "the HookReleased Event of Machine "+machine, func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := d.p.mgmt.Client.List(ctx, events, client.InNamespace(namespace)); err != nil {
+			return false, fmt.Errorf("failed to list Events: %w", err)
 		}
+		mine = mine[:0]
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "Machine" && e.InvolvedObject.Name == machine && strings.Contains(e.Source.Component+e.ReportingController, "controlplaneetcd") {
+				mine = append(mine, e)
+			}
+		}
+		return slices.ContainsFunc(mine, func(e corev1.Event) bool { return e.Reason == v1alpha1.EventHookReleased }), nil
+	})
+	if err != nil {
+		return err
 	}
 	slices.SortFunc(mine, func(a, b corev1.Event) int { return a.FirstTimestamp.Compare(b.FirstTimestamp.Time) })
 	if len(mine) > 0 {

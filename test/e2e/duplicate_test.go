@@ -51,7 +51,9 @@ var _ = Describe("One ControlPlaneEtcd per Cluster", func() {
 				g.Expect(cond.Message).To(ContainSubstring(c.cpe.Name))
 			}
 		}, reconcileTimeout).Should(Succeed())
-		Expect(eventReasons(ctx, twin.Namespace, twin.Name)).To(ContainElement(v1alpha1.EventDuplicate))
+		// Note: the recorder writes the Event asynchronously, after the pass whose conditions
+		// were awaited above.
+		Eventually(func() []string { return eventReasons(ctx, twin.Namespace, twin.Name) }, reconcileTimeout).Should(ContainElement(v1alpha1.EventDuplicate))
 
 		By("deleting a Machine: the one in charge removes its member; the twin records nothing")
 		var doomed *clusterv1.Machine

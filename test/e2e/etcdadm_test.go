@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -191,8 +192,10 @@ var _ = Describe("External etcd of an EtcdadmCluster in mode Manage", func() {
 			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(person), &clusterv1.Machine{})
 		}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound))
 		Expect(memberIDs()).To(ConsistOf(ids[machines[0].Name], ids[machines[1].Name]), "its member is gone, the other two are kept")
-		Expect(eventsAbout(ctx, person)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemoved),
-			HaveField("Message", ContainSubstring(strconv.FormatUint(ids[person.Name], 16))))), "the Machine's own removal flow removed its member")
+		// Note: the recorder writes Events asynchronously; the Machine going does not wait for them.
+		Eventually(func() []corev1.Event { return eventsAbout(ctx, person) }, reconcileTimeout).Should(ContainElement(And(
+			HaveField("Reason", v1alpha1.EventMemberRemoved), HaveField("Message", ContainSubstring(strconv.FormatUint(ids[person.Name], 16))))),
+			"the Machine's own removal flow removed its member")
 		got := &v1alpha1.ControlPlaneEtcd{}
 		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
 		Expect(got.Status.Removal).NotTo(BeNil())
@@ -225,9 +228,12 @@ var _ = Describe("External etcd of an EtcdadmCluster in mode Manage", func() {
 			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(scaled), &clusterv1.Machine{})
 		}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound), "the hook does not hold the etcdadm controller's own deletion")
 		Expect(memberIDs()).To(ConsistOf(ids[machines[0].Name]), "the last member is kept")
+		// Note: the recorder writes Events asynchronously, HookReleased after the hook went. It
+		// writes them in order, and a MemberRemoved of this Machine's flow would be recorded
+		// before its HookReleased: once HookReleased is written, such a MemberRemoved would be too.
+		Eventually(func() []corev1.Event { return eventsAbout(ctx, scaled) }, reconcileTimeout).Should(ContainElement(And(
+			HaveField("Reason", v1alpha1.EventHookReleased), HaveField("Message", ContainSubstring("no etcd member belongs to etcd Machine %s", scaled.Name)))))
 		Expect(eventsAbout(ctx, scaled)).NotTo(ContainElement(HaveField("Reason", v1alpha1.EventMemberRemoved)), "etcd-adapter removed nothing more")
-		Expect(eventsAbout(ctx, scaled)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventHookReleased),
-			HaveField("Message", ContainSubstring("no etcd member belongs to etcd Machine %s", scaled.Name)))))
 	}, SpecTimeout(5*time.Minute))
 })
 

@@ -34,7 +34,11 @@ var _ = Describe("Handing a Cluster back", func() {
 		setMode(ctx, c, v1alpha1.ModeObserve)
 		c.expectGone(ctx, blocked)
 		Expect(memberIDs(ctx, c)).To(ContainElement(blockedID), "in Observe mode etcd-adapter removes no member")
-		Expect(eventsOf(ctx, blocked.Namespace, blocked.Name, v1alpha1.EventHookHandedBack)).To(ContainElement(HaveField("Type", corev1.EventTypeWarning)))
+		// Note: the recorder writes HookHandedBack asynchronously, after the hook went, so it can
+		// still be unwritten when the Machine is gone.
+		Eventually(func() []corev1.Event {
+			return eventsOf(ctx, blocked.Namespace, blocked.Name, v1alpha1.EventHookHandedBack)
+		}, reconcileTimeout).Should(ContainElement(HaveField("Type", corev1.EventTypeWarning)))
 		expectNoHooks(ctx, c, "cp-1", "cp-2")
 
 		By("back in Manage mode the hooks come back; a person opts the Cluster out and deletes its ControlPlaneEtcd: the hooks go again")
@@ -56,8 +60,10 @@ var _ = Describe("Handing a Cluster back", func() {
 		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
 		Expect(mgmt.Client.Delete(ctx, c.cpe)).To(Succeed())
 		expectNoHooks(ctx, c, "cp-1", "cp-2")
-		Expect(eventsOf(ctx, c.machines["cp-1"].Namespace, c.machines["cp-1"].Name, v1alpha1.EventHookHandedBack)).To(HaveLen(2),
-			"handed back twice: once for Observe mode, once for the opt-out")
+		// Note: the recorder writes the second HookHandedBack asynchronously, after the hook went.
+		Eventually(func() []corev1.Event {
+			return eventsOf(ctx, c.machines["cp-1"].Namespace, c.machines["cp-1"].Name, v1alpha1.EventHookHandedBack)
+		}, reconcileTimeout).Should(HaveLen(2), "handed back twice: once for Observe mode, once for the opt-out")
 	}, SpecTimeout(6*time.Minute))
 })
 

@@ -71,7 +71,10 @@ var _ = Describe("The Machine hook webhook", func() {
 		c.expectGone(ctx, m)
 		Expect(memberIDs(ctx, c)).NotTo(ContainElement(joining.ID()))
 		c.expectMembers(ctx, 3)
-		Expect(eventReasons(ctx, m.Namespace, m.Name)).To(ContainElements(v1alpha1.EventMemberRemoved, v1alpha1.EventHookReleased))
+		// Note: the recorder writes HookReleased asynchronously, after the hook went, so it can
+		// still be unwritten when the Machine is gone.
+		Eventually(func() []string { return eventReasons(ctx, m.Namespace, m.Name) }, reconcileTimeout).Should(
+			ContainElements(v1alpha1.EventMemberRemoved, v1alpha1.EventHookReleased))
 	}, SpecTimeout(5*time.Minute))
 })
 

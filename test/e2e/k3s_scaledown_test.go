@@ -47,7 +47,9 @@ var _ = Describe("K3s scale-down 3→2→1 by a provider using the provider libr
 				By("deleting Machine " + doomed.Name + " on Node " + node)
 
 				c.expectGone(ctx, doomed)
-				Expect(rec.order(node)).To(Equal([]string{"evicted", "removal-requested"}),
+				// Note: the recorder learns of the changes from watches, which can still be behind
+				// the reads that saw the Machine and its Node gone.
+				Eventually(func() []string { return rec.order(node) }, reconcileTimeout).Should(Equal([]string{"evicted", "removal-requested"}),
 					"the Node must be drained before its member's removal is asked for; recorded: %s", rec)
 				c.expectMembers(ctx, want)
 				c.expectRemoved(ctx, doomed)

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,8 +44,9 @@ var _ = Describe("Member IDs on a K3s control plane", func() {
 		Expect(rec.Member).To(Equal(member.Name()))
 		Expect(rec.NodeName).To(Equal("cp-2"))
 		Expect(rec.MemberID).To(BeEmpty(), "K3s shows no etcd member ID, so none is recorded")
-		Expect(eventsAbout(ctx, doomed)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemoving),
-			HaveField("Message", ContainSubstring(fmt.Sprintf("Removing etcd member %s of Node cp-2:", member.Name()))))))
+		// Note: the recorder writes Events asynchronously; the Machine going does not wait for them.
+		Eventually(func() []corev1.Event { return eventsAbout(ctx, doomed) }, reconcileTimeout).Should(ContainElement(And(
+			HaveField("Reason", v1alpha1.EventMemberRemoving), HaveField("Message", ContainSubstring(fmt.Sprintf("Removing etcd member %s of Node cp-2:", member.Name()))))))
 		expectNoMadeUpIDs(ctx, c, doomed, notEtcds)
 	}, SpecTimeout(4*time.Minute))
 
@@ -117,6 +119,11 @@ func madeUpIDs(ctx context.Context, c *testCluster) map[string]string {
 // members, removal record and conditions) and the Events about the Machine and the
 // ControlPlaneEtcd.
 func expectNoMadeUpIDs(ctx context.Context, c *testCluster, m *clusterv1.Machine, notEtcds map[string]string) {
+	// Note: the recorder writes Events asynchronously, and in the order they were recorded. The
+	// ControlPlaneEtcd's HookReleased naming m is the last Event of m's removal flow: once it is
+	// written, every Event checked below is.
+	Eventually(func() []corev1.Event { return eventsAboutControlPlaneEtcd(ctx, c) }, reconcileTimeout).Should(ContainElement(And(
+		HaveField("Reason", v1alpha1.EventHookReleased), HaveField("Message", HavePrefix("Machine "+m.Name+": ")))))
 	cpe := c.status(ctx)
 	shown := []string{fmt.Sprintf("status %+v", cpe.Status)}
 	for _, e := range append(eventsAbout(ctx, m), eventsAboutControlPlaneEtcd(ctx, c)...) {

@@ -99,11 +99,14 @@ var _ = Describe("Remediation on a kubeadm control plane", func() {
 		Eventually(func() error {
 			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(failed), &clusterv1.Machine{})
 		}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound))
-		Expect(eventsAbout(ctx, failed)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventHookReleased),
-			HaveField("Message", ContainSubstring("never had a Node")))))
+		// Note: the recorder writes HookReleased asynchronously, after the hook went, so it can
+		// still be unwritten when the Machine is gone.
+		Eventually(func() []corev1.Event { return eventsAbout(ctx, failed) }, reconcileTimeout).Should(ContainElement(And(
+			HaveField("Reason", v1alpha1.EventHookReleased), HaveField("Message", ContainSubstring("never had a Node")))))
 		Eventually(func() []uint64 { return memberIDs(ctx, c) }, reconcileTimeout).ShouldNot(ContainElement(learnerID))
 		c.expectMembers(ctx, 1)
-		Expect(eventReasons(ctx, c.cpe.Namespace, c.cpe.Name)).To(ContainElement(v1alpha1.EventGhostMemberRemoved))
+		// Note: the recorder writes the Event asynchronously, after the removal awaited above.
+		Eventually(func() []string { return eventReasons(ctx, c.cpe.Namespace, c.cpe.Name) }, reconcileTimeout).Should(ContainElement(v1alpha1.EventGhostMemberRemoved))
 	}, SpecTimeout(4*time.Minute))
 })
 

@@ -40,7 +40,9 @@ var _ = Describe("The retry-removal annotation on a Machine whose member removal
 			rejected = *rec
 		}, deletionTimeout).Should(Succeed(), "the removal must stop as Rejected")
 		Expect(memberIDs(ctx, c)).To(ContainElement(member.ID()), "no member was removed")
-		Expect(eventsAbout(ctx, doomed)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemovalRejected),
+		// Note: the recorder writes the Event asynchronously, after the pass that stopped the
+		// removal and wrote the status awaited above.
+		Eventually(func() []corev1.Event { return eventsAbout(ctx, doomed) }, reconcileTimeout).Should(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemovalRejected),
 			HaveField("Message", ContainSubstring(v1alpha1.RetryRemovalAnnotation)))), "the rejection must say how to retry")
 
 		By("fixing the cause: the Node gets its member's address back")
@@ -71,11 +73,17 @@ var _ = Describe("The retry-removal annotation on a Machine whose member removal
 		Expect(rec.MachineName).To(Equal(doomed.Name))
 		Expect(rec.Result).To(Equal(v1alpha1.RemovalRemoved), "status.removal: %+v", *rec)
 		Expect(rec.StartTime.Time).To(BeTemporally(">=", rejected.EndTime.Time), "the retry is a new attempt, with its own start")
-		var reasons []string
-		for _, e := range eventsAbout(ctx, doomed) {
-			reasons = append(reasons, e.Reason)
-		}
-		Expect(reasons).To(ContainElements(v1alpha1.EventMemberRemovalRejected, v1alpha1.EventMemberRemovalRetried,
+		// Note: the recorder writes HookReleased asynchronously, after the hook went, so it can
+		// still be unwritten when the Machine is gone. The ControlPlaneEtcd's Retried Event below
+		// was recorded before it by the same recorder, which writes in order: once HookReleased is
+		// there, so is it.
+		Eventually(func() []string {
+			var reasons []string
+			for _, e := range eventsAbout(ctx, doomed) {
+				reasons = append(reasons, e.Reason)
+			}
+			return reasons
+		}, reconcileTimeout).Should(ContainElements(v1alpha1.EventMemberRemovalRejected, v1alpha1.EventMemberRemovalRetried,
 			v1alpha1.EventRetryRemovalTakenOff, v1alpha1.EventHookReleased))
 		Expect(eventsAboutControlPlaneEtcd(ctx, c)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemovalRetried),
 			HaveField("Message", And(ContainSubstring("Machine "+doomed.Name), ContainSubstring("stopped as Rejected"))))))
@@ -141,8 +149,9 @@ var _ = Describe("The retry-removal annotation on a Machine whose member removal
 		Expect(memberIDs(ctx, c)).NotTo(ContainElement(member.ID()))
 		c.expectMembers(ctx, 2)
 		Expect(c.status(ctx).Status.Removal).To(HaveValue(And(HaveField("MachineName", doomed.Name), HaveField("Result", v1alpha1.RemovalRemoved))))
-		Expect(eventsAbout(ctx, doomed)).To(ContainElement(And(HaveField("Reason", v1alpha1.EventMemberRemovalRetried),
-			HaveField("Message", ContainSubstring("stopped as TimedOut")))))
+		// Note: the recorder writes the Event asynchronously; the Machine going does not wait for it.
+		Eventually(func() []corev1.Event { return eventsAbout(ctx, doomed) }, reconcileTimeout).Should(ContainElement(And(
+			HaveField("Reason", v1alpha1.EventMemberRemovalRetried), HaveField("Message", ContainSubstring("stopped as TimedOut")))))
 	}, SpecTimeout(6*time.Minute))
 })
 

@@ -134,6 +134,11 @@ func manageStep(ctx context.Context, g Gomega, o *observer, members *membershipL
 		return removed
 	}).WithTimeout(time.Minute).WithPolling(membershipPoll).Should(ConsistOf(gone), "[%s] etcd must lose exactly the members of the Machines that went, each once", step)
 	for _, name := range gone {
+		// Note: the recorder writes Events asynchronously, in the order they were recorded; the
+		// Machine going does not wait for them. HookReleased on the Machine is the last Event of
+		// its removal flow: once it is written, every MemberRemoved recorded before it is too.
+		g.Eventually(func(g Gomega) []string { return machineEventReasons(ctx, g, o, name) }).WithTimeout(time.Minute).WithPolling(250*time.Millisecond).
+			Should(ContainElement(v1alpha1.EventHookReleased), "[%s] etcd-adapter must have released the hook of Machine %s", step, name)
 		g.Expect(removedEvents(ctx, g, o, name)).To(Equal(1), "[%s] etcd-adapter must have removed member %s once", step, name)
 	}
 	fmt.Printf("[%s] etcd lost members %v, each once; etcd-adapter removed each (one MemberRemoved Event per member)\n", step, removed)
@@ -178,6 +183,19 @@ func removedEvents(ctx context.Context, g Gomega, o *observer, name string) int 
 		}
 	}
 	return n
+}
+
+// machineEventReasons lists the reasons of the Events about Machine name.
+func machineEventReasons(ctx context.Context, g Gomega, o *observer, name string) []string {
+	list := &corev1.EventList{}
+	g.Expect(o.e.Management.Client.List(ctx, list, client.InNamespace(o.e.Cluster.Namespace))).To(Succeed())
+	var out []string
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Kind == "Machine" && ev.InvolvedObject.Name == name {
+			out = append(out, ev.Reason)
+		}
+	}
+	return out
 }
 
 // membershipLog polls etcd's member list (through the running voters) and records every member
