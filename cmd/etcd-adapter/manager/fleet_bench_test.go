@@ -605,7 +605,8 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	}
 	lat, err := f.freshness(ctx)
 	if err != nil {
-		return row, err
+		// What the manager was doing, for FLEET_PROFILES.
+		return row, errors.Join(err, saveHeapProfile(proc, fmt.Sprintf("%s-N%d-stuck", f.backend, f.n)), f.saveMetrics(proc))
 	}
 	slices.Sort(lat)
 	row.freshP50, row.freshMax = lat[len(lat)/2], lat[len(lat)-1]
@@ -648,6 +649,19 @@ func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// saveMetrics writes the manager's /metrics into FLEET_PROFILES (when set).
+func (f *fleet) saveMetrics(proc *managerProcess) error {
+	dir := os.Getenv("FLEET_PROFILES")
+	if dir == "" {
+		return nil
+	}
+	text, err := body("http://" + proc.diagnostics + "/metrics")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("metrics-%s-N%d.txt", f.backend, f.n)), []byte(text), 0o600)
 }
 
 // describeMissing names the ControlPlaneEtcds not in seen, with their health condition, for the
@@ -857,6 +871,8 @@ func startManagerProcess(ctx context.Context, bin, dir, shard string, extraArgs 
 		cmd.Args = append(cmd.Args, "--watch-filter="+shard)
 	}
 	cmd.Args = append(cmd.Args, extraArgs...)
+	// FLEET_MANAGER_ARGS adds flags (-v=4 to see every pass).
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("FLEET_MANAGER_ARGS"))...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// FLEET_MANAGER_ENV sets variables for the manager alone (GOMEMLIMIT, GODEBUG), not for the
 	// apiservers and etcd members, which are Go programs too.
