@@ -108,8 +108,14 @@ type nodeWatcher struct{ b *Backend }
 func (w *nodeWatcher) Name() string          { return "etcd-adapter-k3s-nodes" }
 func (w *nodeWatcher) Object() client.Object { return &corev1.Node{} }
 
+// Watch attaches to the Node informer without waiting for it to sync. Cluster API's ClusterCache
+// calls it holding the Cluster's lock and counts on it not to block (clustercache
+// cluster_accessor.go, Watch): a wait for a first list that does not come (the workload apiserver
+// went away meanwhile) would hold that lock for ever, and with it every later call for the
+// Cluster, its health probe included. Nothing is missed: the informer hands every Node to the
+// handler as an add when it syncs.
 func (w *nodeWatcher) Watch(c ctrlcache.Cache) error {
-	informer, err := c.GetInformer(context.Background(), &corev1.Node{})
+	informer, err := c.GetInformer(context.Background(), &corev1.Node{}, ctrlcache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("failed to get Node informer: %w", err)
 	}
