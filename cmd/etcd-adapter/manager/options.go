@@ -35,6 +35,15 @@ const (
 	// because the dial runs inside the observation's deadline: a dial timeout as long as the call
 	// timeout would leave nothing for the calls themselves.
 	DefaultEtcdCallTimeout = 15 * time.Second
+	// DefaultKubeAPIQPS and DefaultKubeAPIBurst limit the manager's requests to the management
+	// apiserver. Every pass reads its ControlPlaneEtcd live (one GET), so 1,000 Clusters at the
+	// default 30 s observation interval ask about 33 times a second, and a change on every
+	// Cluster at once (a shared failure) adds a status write each. With client-go's 20/30 (the
+	// default of Cluster API's managers) such a fleet queued its passes behind the client's rate
+	// limiter (make bench-fleet, docs/benchmarks.md). The management apiserver still orders
+	// and bounds what it serves with API Priority and Fairness.
+	DefaultKubeAPIQPS   = 100
+	DefaultKubeAPIBurst = 200
 )
 
 // Options are the manager's settings; AddFlags binds them to command-line flags.
@@ -80,7 +89,8 @@ type Options struct {
 	// ClusterCacheQPS and ClusterCacheBurst limit the requests to each workload apiserver.
 	ClusterCacheQPS   float32
 	ClusterCacheBurst int
-	// KubeAPIQPS and KubeAPIBurst limit the requests to the management apiserver.
+	// KubeAPIQPS and KubeAPIBurst limit the requests to the management apiserver (see
+	// DefaultKubeAPIQPS).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// SyncPeriod is the manager's resync period.
@@ -118,8 +128,8 @@ func NewOptions() *Options {
 		ClusterCacheConcurrency:     DefaultClusterCacheConcurrency,
 		ClusterCacheQPS:             20,
 		ClusterCacheBurst:           30,
-		KubeAPIQPS:                  20,
-		KubeAPIBurst:                30,
+		KubeAPIQPS:                  DefaultKubeAPIQPS,
+		KubeAPIBurst:                DefaultKubeAPIBurst,
 		SyncPeriod:                  DefaultSyncPeriod,
 		EtcdCallTimeout:             DefaultEtcdCallTimeout,
 		EtcdDialTimeout:             kubeadm.DefaultDialTimeout,
