@@ -247,9 +247,13 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 // Nodes, and the Nodes of a kubeadm cluster, which carry no etcd label, start no reconcile. A
 // kubeadm cluster's passes come from its Machines' events, its lost member connections
 // (ConnectionLost) and the observation interval; its backend lists Nodes live when it places
-// members.
+// members. So the watch is added for K3s and RKE2 Clusters only: on a kubeadm or external
+// Cluster it would be an informer, a watch and their goroutines per Cluster that never deliver.
 func (r *Reconciler) watchNodes(ctx context.Context, s *scope) error {
 	if r.controller == nil {
+		return nil
+	}
+	if b := s.cpe.Spec.Backend; b != v1alpha1.BackendK3s && b != v1alpha1.BackendRKE2 {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(s.cpe)
