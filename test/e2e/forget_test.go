@@ -54,9 +54,8 @@ var _ = Describe("A Cluster that is gone", func() {
 const (
 	// janitorFrame runs once per kubeadm backend for as long as it is open.
 	janitorFrame = "etcd-adapter/pkg/kubeadm.(*pool).janitor"
-	// informerFrame runs per informer a client-go informer factory started: the kubeadm backend's
-	// etcd Pod informer (etcd-adapter's ClusterCache informers are controller-runtime's own).
-	informerFrame = "k8s.io/client-go/informers.(*sharedInformerFactory).Start"
+	// informerFrame runs the kubeadm backend's etcd Pod informer, once per backend that observed.
+	informerFrame = "etcd-adapter/pkg/kubeadm.(*podCache).start"
 )
 
 // backendGoroutines counts the goroutines of this process that run each frame.
