@@ -130,15 +130,13 @@ func (t *channelTunnel) Write(b []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := w.Write([]byte{dataChannel}); err != nil {
-		_ = w.Close()
-		return 0, err
+	if _, err = w.Write([]byte{dataChannel}); err == nil {
+		_, err = w.Write(b)
 	}
-	if _, err := w.Write(b); err != nil {
-		_ = w.Close()
-		return 0, err
+	if closeErr := w.Close(); err == nil {
+		err = closeErr
 	}
-	if err := w.Close(); err != nil {
+	if err != nil {
 		return 0, err
 	}
 	return len(b), nil
