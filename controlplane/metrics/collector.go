@@ -56,7 +56,8 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	failed := 0.0
 	cpes := &v1alpha1.ControlPlaneEtcdList{}
-	if err := c.Reader.List(ctx, cpes); err != nil {
+	// Read only: the cache's own objects, not a copy of every ControlPlaneEtcd per scrape.
+	if err := c.Reader.List(ctx, cpes, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.Log.WithName("metrics").V(4).Info("Failed to list ControlPlaneEtcds", "err", err.Error())
 		failed = 1
 	}
@@ -64,7 +65,7 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 		collectControlPlaneEtcd(ch, &cpes.Items[i])
 	}
 	machines := &clusterv1.MachineList{}
-	if err := c.Reader.List(ctx, machines, client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+	if err := c.Reader.List(ctx, machines, client.HasLabels{clusterv1.MachineControlPlaneLabel}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.Log.WithName("metrics").V(4).Info("Failed to list Machines", "err", err.Error())
 		failed = 1
 	}

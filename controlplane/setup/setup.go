@@ -66,6 +66,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	}
 	// A kubeadm member connection that ends wakes the ControlPlaneEtcd controller, so a failed
 	// member shows in the status without waiting for the next observation.
+	if err := creation.IndexByClusterName(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	lost := controlplaneetcd.NewConnectionLost()
 	registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: opts.ClusterCache, DialTimeout: opts.DialTimeout,
 		ConnectionLost: lost.Notify}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/setup"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/machinehook"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
@@ -116,7 +117,8 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOption
 	}
 	if o.webhooksOnly {
 		registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: cc}
-		err = errors.Join((&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr),
+		err = errors.Join(creation.IndexByClusterName(ctx, mgr.GetFieldIndexer()),
+			(&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr),
 			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
 	} else {
 		_, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: !o.noWebhooks, CallTimeout: observeTimeout, AtStep: o.atStep})

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
 )
@@ -85,7 +86,7 @@ func TestReconciler_removalEvents(t *testing.T) {
 				tt.prepare(s)
 			}
 			rec := &eventRecorder{}
-			r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(eventScheme()).WithObjects(m, s.cpe).WithStatusSubresource(s.cpe).Build(), Recorder: rec}
+			r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(eventScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(m, s.cpe).WithStatusSubresource(s.cpe).Build(), Recorder: rec}
 
 			_, _ = r.reconcileDeletingMachine(context.Background(), s, m)
 

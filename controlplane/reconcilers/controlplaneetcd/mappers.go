@@ -33,15 +33,14 @@ func (r *Reconciler) requestsFor(ctx context.Context, namespace, clusterName str
 		return nil
 	}
 	list := &v1alpha1.ControlPlaneEtcdList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to list ControlPlaneEtcds", "namespace", namespace)
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{v1alpha1.ClusterNameField: clusterName},
+		client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list ControlPlaneEtcds", "namespace", namespace, "Cluster", clusterName)
 		return nil
 	}
-	var out []ctrl.Request
-	for _, c := range list.Items {
-		if c.Spec.ClusterName == clusterName {
-			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
-		}
+	out := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return out
 }

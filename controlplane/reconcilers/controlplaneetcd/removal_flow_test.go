@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
 )
@@ -56,7 +57,7 @@ func newFlowRun(t *testing.T, s *scope, backend *etcdfake.Cluster) *flowRun {
 		}
 		return got.Status.Removal
 	}
-	base := fake.NewClientBuilder().WithScheme(eventScheme()).WithObjects(objs...).WithStatusSubresource(s.cpe).Build()
+	base := fake.NewClientBuilder().WithScheme(eventScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(objs...).WithStatusSubresource(s.cpe).Build()
 	run.client = interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if _, ok := obj.(*clusterv1.Machine); ok {

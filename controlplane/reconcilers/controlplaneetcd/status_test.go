@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -148,7 +149,7 @@ func Test_setStatus(t *testing.T) {
 // sooner when a phase asked.
 func TestReconciler_newScope_observationInterval(t *testing.T) {
 	g := NewWithT(t)
-	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(eventScheme()).Build(), ObservationInterval: time.Minute}
+	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(eventScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).Build(), ObservationInterval: time.Minute}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	cpe := &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 

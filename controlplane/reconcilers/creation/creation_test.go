@@ -93,7 +93,7 @@ func TestReconciler_Reconcile(t *testing.T) {
 			if tt.etcdadm != nil {
 				objs = append(objs, tt.etcdadm)
 			}
-			c := fake.NewClientBuilder().WithScheme(scheme()).WithRESTMapper(restMapper()).WithObjects(objs...).Build()
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, ClusterNameOf).WithRESTMapper(restMapper()).WithObjects(objs...).Build()
 			r := &Reconciler{Client: c}
 
 			res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)})
@@ -203,7 +203,7 @@ func TestReconciler_Reconcile_makesNoTwin(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "mine"},
 		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeObserve},
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(cluster, mine).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, ClusterNameOf).WithObjects(cluster, mine).Build()
 
 	_, err := (&Reconciler{Client: c}).Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -234,7 +234,7 @@ func TestControlPlaneEtcdOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(tt.existing...).Build()
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, ClusterNameOf).WithObjects(tt.existing...).Build()
 			got, err := ControlPlaneEtcdOf(context.Background(), c, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
 			g.Expect(err).NotTo(HaveOccurred())
 			if tt.want == "" {

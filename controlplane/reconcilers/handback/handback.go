@@ -150,7 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // it gets none in Manage mode by default (it opted out, or its control-plane kind has no default
 // in Manage). It reads uncached, as the safety check right before the hook is taken off.
 func (r *Reconciler) unmanaged(ctx context.Context, cluster *clusterv1.Cluster) (string, bool, error) {
-	cpe, err := creation.ControlPlaneEtcdOf(ctx, r.APIReader, cluster)
+	cpe, err := creation.LiveControlPlaneEtcdOf(ctx, r.APIReader, cluster)
 	if err != nil || cpe != nil {
 		// The ControlPlaneEtcd controller owns the hook; outside Manage mode it hands it back.
 		return "", false, err

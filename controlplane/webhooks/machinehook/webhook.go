@@ -101,7 +101,7 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		log.V(2).Info("Machine hook not added", "warnings", resp.Warnings, "allowed", resp.Allowed)
 		return resp
 	}
-	cpe, err := creation.ControlPlaneEtcdOf(ctx, w.Client, cluster)
+	cpe, err := creation.LiveControlPlaneEtcdOf(ctx, w.Client, cluster)
 	if err != nil {
 		// Note: deny rather than let the Machine through without a hook it may need; the
 		// creator (KThreesControlPlane, a MachineSet, kubectl) retries.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
 )
@@ -265,5 +266,5 @@ func clientWith(objs ...client.Object) client.Client {
 			return fmt.Sprintf("%T", b) == fmt.Sprintf("%T", o) && b.GetName() == o.GetName()
 		})
 	}
-	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(append(base, objs...)...).Build()
+	return fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(append(base, objs...)...).Build()
 }

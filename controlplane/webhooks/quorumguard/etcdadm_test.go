@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
 )
@@ -122,7 +123,7 @@ func TestGuard_etcdadm(t *testing.T) {
 			mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{controlplanev1.GroupVersion, etcdadmGVK.GroupVersion()})
 			mapper.Add(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"), meta.RESTScopeNamespace)
 			mapper.Add(etcdadmGVK, meta.RESTScopeNamespace)
-			c := fake.NewClientBuilder().WithScheme(testScheme()).WithRESTMapper(mapper).WithObjects(objs...).Build()
+			c := fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithRESTMapper(mapper).WithObjects(objs...).Build()
 			guard.Client, guard.APIReader, guard.RESTMapper = c, c, mapper
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, tt.delete, false))

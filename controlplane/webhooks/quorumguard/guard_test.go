@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
 )
@@ -101,7 +102,7 @@ func TestGuard_noControlPlaneEtcd(t *testing.T) {
 	g := NewWithT(t)
 	rec := &recorder{}
 	guard := newGuard(&etcdfake.Cluster{ObserveResponse: broken(healthy(3), 1)}, rec)
-	guard.Client = fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cluster()).Build()
+	guard.Client = fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(cluster()).Build()
 	resp := guard.Handle(context.Background(), deleteRequest(g, machine("m-cp-0", "cp-0", false), false))
 	g.Expect(resp.Allowed).To(BeTrue())
 	g.Expect(resp.Warnings).To(BeEmpty())
@@ -127,7 +128,7 @@ func newGuard(backend etcd.Cluster, rec *recorder) *Guard {
 		Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c", Backend: v1alpha1.BackendK3s, Mode: v1alpha1.ModeManage},
 	}
 	// Note: three control-plane Machines, as the Cluster has when the guard is asked.
-	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cluster(), cpe,
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(cluster(), cpe,
 		machine("m-cp-0", "cp-0", false), machine("m-cp-1", "cp-1", false), machine("m-cp-2", "cp-2", false)).Build()
 	return &Guard{
 		Client:     c,
@@ -271,7 +272,7 @@ func TestGuard_externalEtcd(t *testing.T) {
 			for _, node := range tt.machines {
 				objs = append(objs, machine("m-"+node, node, false))
 			}
-			c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).Build()
+			c := fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(objs...).Build()
 			guard.Client, guard.APIReader = c, c
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, machine("m-cp-0", "cp-0", false), false))
