@@ -40,11 +40,9 @@ import (
 type Reconciler struct {
 	// Client is the manager's (cached) client of the management cluster.
 	Client client.Client
-	// APIReader reads the ControlPlaneEtcd uncached at the start of every pass (the manager's
-	// GetAPIReader()); nil reads it through Client. The status is patched against what was
-	// read, and the removal flow decides from status.removal: a cached copy that lags the
-	// previous pass's write makes the patch drop fields that did not change from the stale copy
-	// (a record left InProgress for ever) and the flow misjudge a removal in flight.
+	// APIReader reads the ControlPlaneEtcd uncached at the start of a pass when the cached copy
+	// is not the newest this controller knows (see read.go), and the Machines right before a
+	// retry is taken off (the manager's GetAPIReader()); nil reads everything through Client.
 	APIReader client.Reader
 	// ClusterCache reaches the workload clusters.
 	ClusterCache clustercache.ClusterCache
@@ -72,6 +70,9 @@ type Reconciler struct {
 	// seen maps a ControlPlaneEtcd's key to the UID of the Cluster it was last reconciled
 	// against (see forget.go).
 	seen sync.Map
+	// versions maps a ControlPlaneEtcd's key to the newest resourceVersion this controller
+	// knows for it (see read.go).
+	versions sync.Map
 }
 
 // SetupWithManager adds the controller to mgr. Node events of workload clusters reach it through
@@ -147,12 +148,8 @@ func (r *Reconciler) callTimeout() time.Duration {
 // Reconcile observes one Cluster's etcd, acts on it in Manage mode, and writes the status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	log := ctrl.LoggerFrom(ctx)
-	cpe := &v1alpha1.ControlPlaneEtcd{}
-	var reader client.Reader = r.Client
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
-	if err := reader.Get(ctx, req.NamespacedName, cpe); err != nil {
+	cpe, err := r.read(ctx, req.NamespacedName)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(ctx, req.NamespacedName)
 		}
@@ -171,7 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	ctx = ctrl.LoggerInto(ctx, log)
 	r.clusterSeen(ctx, req.NamespacedName, cluster.UID)
 
-	helper, err := patch.NewHelper(cpe, r.Client)
+	helper, err := patch.NewHelper(cpe, r.recording())
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to create a patch helper for ControlPlaneEtcd %s: %w", klog.KObj(cpe), err)
 	}

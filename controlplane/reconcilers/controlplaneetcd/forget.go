@@ -25,6 +25,7 @@ func (r *Reconciler) clusterSeen(ctx context.Context, key types.NamespacedName, 
 // disconnects from a deleted Cluster's workload cluster by itself; this covers what
 // etcd-adapter started on top of it.
 func (r *Reconciler) forget(ctx context.Context, key types.NamespacedName) {
+	r.versions.Delete(key)
 	if uid, loaded := r.seen.LoadAndDelete(key); loaded {
 		r.forgetUID(ctx, key, uid.(types.UID))
 	}

@@ -605,6 +605,7 @@ func (r *Reconciler) persistRemoval(ctx context.Context, s *scope) error {
 	if err := r.Client.Status().Patch(ctx, latest, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("failed to write status.removal of ControlPlaneEtcd %s: %w", klog.KObj(s.cpe), err)
 	}
+	r.wrote(latest)
 	s.storedRemoval = s.cpe.Status.Removal.DeepCopy()
 	return nil
 }
