@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 )
 
 // collectTimeout bounds the reads of one scrape; they are served by the manager's cache.
@@ -28,7 +29,7 @@ var (
 		"1 when the ControlPlaneEtcd's Available condition is True, 0 when False, -1 when Unknown or missing.",
 		[]string{"namespace", "cluster", "backend", "reason"}, nil)
 	hooksWaitingDesc = prometheus.NewDesc(Namespace+"_hooks_waiting",
-		"Deleting control-plane Machines of a Cluster still held by the etcd-adapter pre-terminate hook (or the adopted cluster-api-k3s hook).",
+		"Deleting control-plane and etcdadm etcd Machines of a Cluster still held by the etcd-adapter pre-terminate hook (or the adopted cluster-api-k3s hook).",
 		[]string{"namespace", "cluster"}, nil)
 	collectErrorsDesc = prometheus.NewDesc(Namespace+"_status_collect_errors",
 		"1 when the last scrape could not list ControlPlaneEtcds or Machines.",
@@ -64,12 +65,23 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range cpes.Items {
 		collectControlPlaneEtcd(ch, &cpes.Items[i])
 	}
-	machines := &clusterv1.MachineList{}
-	if err := c.Reader.List(ctx, machines, client.HasLabels{clusterv1.MachineControlPlaneLabel}, client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.Log.WithName("metrics").V(4).Info("Failed to list Machines", "err", err.Error())
-		failed = 1
+	// The hook holds control-plane Machines and etcdadm's etcd Machines; a label selector
+	// cannot say "either label", so each kind is listed on its own.
+	var machines []clusterv1.Machine
+	for _, kind := range []string{clusterv1.MachineControlPlaneLabel, backends.EtcdClusterLabel} {
+		list := &clusterv1.MachineList{}
+		if err := c.Reader.List(ctx, list, client.HasLabels{kind}, client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.Log.WithName("metrics").V(4).Info("Failed to list Machines", "label", kind, "err", err.Error())
+			failed = 1
+		}
+		for _, m := range list.Items {
+			// Note: a Machine with both labels is counted once.
+			if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; kind == clusterv1.MachineControlPlaneLabel || !cp {
+				machines = append(machines, m)
+			}
+		}
 	}
-	for key, n := range HooksWaiting(machines.Items) {
+	for key, n := range HooksWaiting(machines) {
 		ch <- prometheus.MustNewConstMetric(hooksWaitingDesc, prometheus.GaugeValue, float64(n), key.Namespace, key.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(collectErrorsDesc, prometheus.GaugeValue, failed)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -69,15 +70,21 @@ func TestStatusCollector(t *testing.T) {
 			Annotations: map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}},
 		Spec: clusterv1.MachineSpec{ClusterName: "c1"},
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(cpe, held).Build()
+	heldEtcd := held.DeepCopy()
+	heldEtcd.Name, heldEtcd.Labels = "etcd-0", map[string]string{backends.EtcdClusterLabel: "etcd"}
+	heldBoth := held.DeepCopy()
+	heldBoth.Name, heldBoth.Labels = "m2", map[string]string{clusterv1.MachineControlPlaneLabel: "", backends.EtcdClusterLabel: "etcd"}
+	worker := held.DeepCopy()
+	worker.Name, worker.Labels = "w1", nil
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(cpe, held, heldEtcd, heldBoth, worker).Build()
 
 	want := `
 # HELP etcdadapter_fault_tolerance How many more voting members of a Cluster may fail before etcd loses quorum (status.faultTolerance); absent before the first observation.
 # TYPE etcdadapter_fault_tolerance gauge
 etcdadapter_fault_tolerance{backend="k3s",cluster="c1",namespace="ns"} 0
-# HELP etcdadapter_hooks_waiting Deleting control-plane Machines of a Cluster still held by the etcd-adapter pre-terminate hook (or the adopted cluster-api-k3s hook).
+# HELP etcdadapter_hooks_waiting Deleting control-plane and etcdadm etcd Machines of a Cluster still held by the etcd-adapter pre-terminate hook (or the adopted cluster-api-k3s hook).
 # TYPE etcdadapter_hooks_waiting gauge
-etcdadapter_hooks_waiting{cluster="c1",namespace="ns"} 1
+etcdadapter_hooks_waiting{cluster="c1",namespace="ns"} 3
 `
 	g.Expect(testutil.CollectAndCompare(&StatusCollector{Reader: c}, strings.NewReader(want),
 		"etcdadapter_fault_tolerance", "etcdadapter_hooks_waiting")).To(Succeed())

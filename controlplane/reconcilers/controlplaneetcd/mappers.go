@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 )
 
 // clusterToControlPlaneEtcd maps a Cluster to the ControlPlaneEtcds that name it.
@@ -19,10 +20,11 @@ func (r *Reconciler) clusterToControlPlaneEtcd(ctx context.Context, o client.Obj
 	return r.requestsFor(ctx, o.GetNamespace(), o.GetName())
 }
 
-// machineToControlPlaneEtcd maps a control-plane Machine to its Cluster's ControlPlaneEtcds.
+// machineToControlPlaneEtcd maps a control-plane Machine, or an etcdadm etcd Machine, to its
+// Cluster's ControlPlaneEtcds: both carry etcd members and the pre-terminate hook.
 func (r *Reconciler) machineToControlPlaneEtcd(ctx context.Context, o client.Object) []ctrl.Request {
 	labels := o.GetLabels()
-	if _, ok := labels[clusterv1.MachineControlPlaneLabel]; !ok {
+	if !backends.IsControlPlaneOrEtcdMachine(labels) {
 		return nil
 	}
 	return r.requestsFor(ctx, o.GetNamespace(), labels[clusterv1.ClusterNameLabel])
