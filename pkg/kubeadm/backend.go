@@ -26,7 +26,6 @@ type Backend struct {
 	pool     *pool
 	lost     *coalescer // nil without Config.OnConnectionLost
 	workload workloadClient
-	pods     podCache
 
 	mu          sync.Mutex
 	known       []string        // Nodes of the members seen last, asked while the Pods are listed
@@ -67,7 +66,6 @@ func New(cfg Config) (*Backend, error) {
 // OnConnectionLost is not called after Close (a call already running may still finish).
 func (b *Backend) Close() error {
 	b.lost.stop()
-	b.pods.close()
 	return b.pool.close()
 }
 

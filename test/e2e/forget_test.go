@@ -15,7 +15,7 @@ import (
 )
 
 var _ = Describe("A Cluster that is gone", func() {
-	It("leaves nothing running: the kubeadm backend's etcd clients, their janitor and the etcd Pod informer stop when the ControlPlaneEtcd goes, and again when the Cluster goes", func(ctx SpecContext) {
+	It("leaves nothing running: the kubeadm backend's etcd clients and their janitor stop when the ControlPlaneEtcd goes, and again when the Cluster goes", func(ctx SpecContext) {
 		wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: 3})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(wl.Close)
@@ -26,7 +26,7 @@ var _ = Describe("A Cluster that is gone", func() {
 		c := registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Kubeadm: wl}, v1alpha1.BackendKubeadm, v1alpha1.ModeObserve)
 		c.expectMembers(ctx, 3)
 		Expect(backendGoroutines()).To(HaveKeyWithValue(janitorFrame, baseline[janitorFrame]+1), "the measure sees the backend this Cluster started")
-		Expect(backendGoroutines()[informerFrame]).To(BeNumerically(">", baseline[informerFrame]), "the measure sees the etcd Pod informer")
+		Expect(backendGoroutines()[clientFrame]).To(BeNumerically(">=", baseline[clientFrame]+3), "the measure sees a connection per member")
 
 		By("deleting the ControlPlaneEtcd: the Cluster stays, etcd-adapter lets go of it")
 		Expect(mgmt.Client.Delete(ctx, c.cpe)).To(Succeed())
@@ -54,8 +54,10 @@ var _ = Describe("A Cluster that is gone", func() {
 const (
 	// janitorFrame runs once per kubeadm backend for as long as it is open.
 	janitorFrame = "etcd-adapter/pkg/kubeadm.(*pool).janitor"
-	// informerFrame runs the kubeadm backend's etcd Pod informer, once per backend that observed.
-	informerFrame = "etcd-adapter/pkg/kubeadm.(*podCache).start"
+	// clientFrame is on the stack of gRPC's reader of every member connection a kubeadm backend
+	// keeps: its port-forward tunnel (WebSocket, or the older channel protocol), read by gRPC.
+	clientFrame    = "etcd-adapter/pkg/kubeadm.(*"
+	clientFrameEnd = "unnel).Read("
 )
 
 // backendGoroutines counts the goroutines of this process that run each frame.
@@ -69,11 +71,15 @@ func backendGoroutines() map[string]int {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	counts := map[string]int{janitorFrame: 0, informerFrame: 0}
+	counts := map[string]int{janitorFrame: 0, clientFrame: 0}
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		for frame := range counts {
-			if bytes.Contains(g, []byte(frame)) {
-				counts[frame]++
+		if bytes.Contains(g, []byte(janitorFrame)) {
+			counts[janitorFrame]++
+		}
+		for line := range bytes.Lines(g) {
+			if bytes.Contains(line, []byte(clientFrame)) && bytes.Contains(line, []byte(clientFrameEnd)) {
+				counts[clientFrame]++
+				break
 			}
 		}
 	}

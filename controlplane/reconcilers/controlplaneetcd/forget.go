@@ -20,7 +20,7 @@ func (r *Reconciler) clusterSeen(ctx context.Context, key types.NamespacedName, 
 }
 
 // forget releases what the backend of the Cluster last seen for the ControlPlaneEtcd key holds
-// (kubeadm: the etcd Pod informer with its clientset, pooled etcd clients and their janitor, the
+// (kubeadm: its workload client, pooled etcd clients and their janitor, the
 // parsed CA key), once the ControlPlaneEtcd or its Cluster is gone. Cluster API's ClusterCache
 // disconnects from a deleted Cluster's workload cluster by itself; this covers what
 // etcd-adapter started on top of it.
