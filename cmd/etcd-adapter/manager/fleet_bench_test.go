@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/parentdeath"
 	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
@@ -125,7 +126,7 @@ func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, sh
 	if err := saveHeapProfile(proc, string(backend)+"-baseline"); err != nil {
 		return err
 	}
-	fmt.Printf("fleet %s baseline: RSS %.1f MiB  heap %.1f MiB  fds %d  goroutines %d\n", backend, base.rssMiB, base.heapMiB, base.fds, base.goroutines)
+	fmt.Printf("fleet %s baseline: RSS %.1f MiB  heap %.1f MiB (live objects %.1f)  fds %d  goroutines %d\n", backend, base.rssMiB, base.heapMiB, base.liveMiB, base.fds, base.goroutines)
 	var rows []fleetRow
 	for _, n := range sizes {
 		if err := f.grow(ctx, n); err != nil {
@@ -166,8 +167,8 @@ func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, sh
 	if err != nil {
 		return err
 	}
-	fmt.Printf("fleet %s after deleting the %d Clusters: RSS %.1f MiB (baseline %.1f)  heap %.1f MiB (baseline %.1f)  fds %d (baseline %d)  goroutines %d (baseline %d)\n",
-		backend, f.n, after.rssMiB, base.rssMiB, after.heapMiB, base.heapMiB, after.fds, base.fds, after.goroutines, base.goroutines)
+	fmt.Printf("fleet %s after deleting the %d Clusters: RSS %.1f MiB (baseline %.1f)  heap %.1f MiB (baseline %.1f)  live objects %.1f MiB (baseline %.1f)  fds %d (baseline %d)  goroutines %d (baseline %d)\n",
+		backend, f.n, after.rssMiB, base.rssMiB, after.heapMiB, base.heapMiB, after.liveMiB, base.liveMiB, after.fds, base.fds, after.goroutines, base.goroutines)
 	if err := saveHeapProfile(proc, string(backend)+"-deleted"); err != nil {
 		return err
 	}
@@ -213,8 +214,8 @@ func saveHeapProfile(proc *managerProcess, name string) error {
 }
 
 func printRow(backend v1alpha1.Backend, row fleetRow) {
-	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB  fds %4d  goroutines %5d  freshness p50 %v max %v\n",
-		backend, row.n, row.workers, row.cpuPerMin, row.cpuPerMin/float64(row.n), row.rssMiB, row.heapMiB, row.fds, row.goroutines,
+	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB (live %6.1f)  fds %4d  goroutines %5d  freshness p50 %v max %v\n",
+		backend, row.n, row.workers, row.cpuPerMin, row.cpuPerMin/float64(row.n), row.rssMiB, row.heapMiB, row.liveMiB, row.fds, row.goroutines,
 		row.freshP50.Round(time.Millisecond), row.freshMax.Round(time.Millisecond))
 }
 
@@ -254,7 +255,9 @@ type fleetRow struct {
 
 // sample is what the manager process holds at one moment.
 type sample struct {
-	rssMiB, heapMiB float64
+	// heapMiB is the Go heap's spans in use after a collection; liveMiB the objects in them.
+	// Spans that keep a few objects after many Clusters went count whole in heapMiB.
+	rssMiB, heapMiB, liveMiB float64
 	fds, goroutines int
 }
 
@@ -316,17 +319,24 @@ func (c fleetCluster) apiServer() *env.APIServer {
 	return c.kubeadm.APIServer
 }
 
-// fail makes the member on Node node fail: K3s's Node goes NotReady, kubeadm's etcd stops.
+// fail stops the etcd member on Node node. K3s's leader then finds it unhealthy at its next
+// tick and says so on the Node (EtcdIsVoter False Unhealthy); kubeadm's member connections end.
+//
+// Note: a Node going NotReady is not a member failing. K3s keeps reporting a member whose
+// kubelet stopped as healthy, and etcd-adapter believes the report K3s writes after the Node
+// went NotReady (pkg/k3s readySince). So a NotReady Node shows as Unknown only until K3s's next
+// report, at most its condition heartbeat later: a measure made that way missed whole workload
+// clusters whose passes came after that report.
 func (c fleetCluster) fail(ctx context.Context, node string) error {
 	if c.k3s != nil {
-		return c.k3s.Kubelet(node).SetNotReady(ctx, corev1.ConditionFalse, "FleetBenchmark")
+		return c.k3s.Etcd.MemberOnNode(node).Stop()
 	}
 	return c.kubeadm.Etcd.MemberOnNode(node).Stop()
 }
 
 func (c fleetCluster) recover(ctx context.Context, node string) error {
 	if c.k3s != nil {
-		return c.k3s.Kubelet(node).SetReady(ctx)
+		return c.k3s.Etcd.MemberOnNode(node).Restart(ctx)
 	}
 	return c.kubeadm.Etcd.MemberOnNode(node).Restart(ctx)
 }
@@ -634,7 +644,8 @@ func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did; not: %s): %w", f.n, node, len(seen), f.describeMissing(ctx, seen), err)
+		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did; not: %s; workload clusters of those not reporting: %s): %w",
+			f.n, node, len(seen), f.describeMissing(ctx, seen), f.describeWorkloadsMissing(ctx, seen, node), err)
 	}
 	for _, c := range f.workloads {
 		if err := c.recover(ctx, node); err != nil {
@@ -684,6 +695,43 @@ func (f *fleet) describeMissing(ctx context.Context, seen map[string]time.Durati
 		out = append(out, fmt.Sprintf("%s (%d members; %s)", cpe.Name, len(cpe.Status.Members), why))
 	}
 	return strings.Join(out, ", ")
+}
+
+// describeWorkloadsMissing says, for each workload cluster with a ControlPlaneEtcd not in seen,
+// how many of its Clusters did not report and what its own apiserver says of Node node: whether
+// the failure is there to see (the manager did not see it) or is not (the workload cluster lost
+// it).
+func (f *fleet) describeWorkloadsMissing(ctx context.Context, seen map[string]time.Duration, node string) string {
+	missing := map[int]int{}
+	for i := range f.n {
+		if _, ok := seen[f.name(i)]; !ok {
+			missing[i/f.share]++
+		}
+	}
+	var out []string
+	for w, n := range missing {
+		what := "its member is stopped"
+		if f.backend != v1alpha1.BackendKubeadm {
+			what = "Node not read"
+			got := &corev1.Node{}
+			if err := f.workloads[w].apiServer().Client.Get(ctx, client.ObjectKey{Name: node}, got); err != nil {
+				what = err.Error()
+			}
+			var conds []string
+			for _, c := range got.Status.Conditions {
+				if c.Type == corev1.NodeReady || c.Type == k3s.EtcdIsVoterCondition {
+					conds = append(conds, fmt.Sprintf("%s=%s %s since %s, heartbeat %s", c.Type, c.Status, c.Reason,
+						c.LastTransitionTime.UTC().Format(time.TimeOnly), c.LastHeartbeatTime.UTC().Format(time.TimeOnly)))
+				}
+			}
+			if len(conds) > 0 {
+				what = fmt.Sprintf("Node %s: %s", node, strings.Join(conds, ", "))
+			}
+		}
+		out = append(out, fmt.Sprintf("workload %d: %d Clusters (%s)", w, n, what))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
 
 // watchUntil watches the fleet's ControlPlaneEtcds, calls trigger once the watch is open, and
@@ -958,7 +1006,11 @@ func (p *managerProcess) sample() (sample, error) {
 	if err != nil {
 		return s, err
 	}
-	s.heapMiB, s.goroutines = heap/(1<<20), int(goroutines)
+	live, err := metricValue(text, "go_memstats_heap_alloc_bytes")
+	if err != nil {
+		return s, err
+	}
+	s.heapMiB, s.liveMiB, s.goroutines = heap/(1<<20), live/(1<<20), int(goroutines)
 	return s, nil
 }
 
