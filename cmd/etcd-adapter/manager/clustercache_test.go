@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -92,6 +94,78 @@ func TestClusterCache_cachesEtcdNodesOnly(t *testing.T) {
 		g.Expect(n.Status.Capacity).To(BeEmpty(), "Node %s", n.Name)
 		g.Expect(n.Status.NodeInfo.OSImage).To(BeEmpty(), "Node %s", n.Name)
 	}
+}
+
+// TestClusterCache_connectsWithoutInformers connects the manager's ClusterCache to a workload
+// cluster (a real apiserver) and looks into the workload cache afterwards: it has no Node
+// informer yet. A kubeadm Cluster never reads the workload cache, so an informer started at
+// connect (Cluster API's Node provider-ID index does that) would be a watch and its goroutines
+// held for nothing. The probe is a watcher that asks the cache for its Node informer: one that
+// existed has listed already, one the probe starts has not.
+func TestClusterCache_connectsWithoutInformers(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, g)
+	workload, err := env.StartAPIServer(env.APIServerOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(workload.Stop()).To(Succeed()) })
+	createNode(ctx, g, workload.Client, "cp-0", map[string]string{"node-role.kubernetes.io/etcd": "true"})
+
+	o, _, _ := testOptions(g)
+	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
+		Scheme:     Scheme(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	cc, err := setupClusterCache(ctx, mgr, o)
+	g.Expect(err).NotTo(HaveOccurred())
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		g.Expect(<-done).To(Succeed())
+	})
+	cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "w", Workload: workload.Config})
+	g.Expect(err).NotTo(HaveOccurred())
+	key := client.ObjectKeyFromObject(cluster)
+	g.Eventually(func() error {
+		_, err := cc.GetRESTConfig(ctx, key)
+		return err
+	}).WithTimeout(time.Minute).Should(Succeed())
+
+	probe := &nodeInformerProbe{}
+	g.Expect(cc.Watch(ctx, key, probe)).To(Succeed())
+	g.Expect(probe.existed).To(BeFalse(), "connecting to the workload cluster started its Node informer")
+	// The measure sees an informer that exists: the one the probe started, once it listed.
+	attempt := 0
+	g.Eventually(func() (bool, error) {
+		// Note: the ClusterCache calls a watcher once per name.
+		attempt++
+		again := &nodeInformerProbe{name: strconv.Itoa(attempt)}
+		err := cc.Watch(ctx, key, again)
+		return again.existed, err
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+}
+
+// nodeInformerProbe is a ClusterCache watcher that gets the workload cache's Node informer, as
+// the K3s backend's watcher does, and records whether it had listed already (existed before).
+type nodeInformerProbe struct {
+	name    string
+	existed bool
+}
+
+func (p *nodeInformerProbe) Name() string          { return "test-nodes-probe" + p.name }
+func (p *nodeInformerProbe) Object() client.Object { return &corev1.Node{} }
+func (p *nodeInformerProbe) Watch(c ctrlcache.Cache) error {
+	informer, err := c.GetInformer(context.Background(), &corev1.Node{}, ctrlcache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	p.existed = informer.HasSynced()
+	return nil
 }
 
 // createNode creates a Node with the given labels, a K3s member annotation, spec.unschedulable,

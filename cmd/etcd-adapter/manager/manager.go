@@ -215,10 +215,16 @@ func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clust
 // informer restricted to etcd Nodes and trimmed (k3s.NodeCacheOptions). A workload cluster's
 // cache otherwise holds every Node, workers included, whole: memory per cluster would grow with
 // its worker count. Nodes are the only workload objects the manager caches: the K3s backend
-// reads etcd Nodes from the cache, the controllers watch them, and the kubeadm backend reads
-// Nodes live and keeps its etcd Pods in its own informer.
+// reads etcd Nodes from the cache and the controllers watch them; the kubeadm backend lists
+// Nodes and etcd Pods live.
+//
+// Without Cluster API's Node provider-ID index: it is for Cluster API's Machine controller, which
+// looks Nodes up by spec.providerID; etcd-adapter never does. Adding an index starts the Node
+// informer when the ClusterCache connects, so every kubeadm Cluster held a watch and its
+// goroutines that nothing read; K3s and RKE2 Clusters start it with their Node watch.
 func clusterCacheOptions() clustercache.CacheOptions {
 	o := capisetup.ClusterCacheCacheOptions()
+	o.Indexes = nil
 	// Note: a ByObject transform replaces the DefaultTransform (which strips managed fields)
 	// for that type; k3s.TrimNode strips them too.
 	o.ByObject = map[client.Object]cache.ByObject{&corev1.Node{}: k3s.NodeCacheOptions()}
