@@ -213,6 +213,24 @@ func saveHeapProfile(proc *managerProcess, name string) error {
 	return os.WriteFile(filepath.Join(dir, "goroutines-"+name+".txt"), []byte(stacks), 0o600)
 }
 
+// profileCPU starts a CPU profile of the manager over the next d, saved into FLEET_PROFILES (when
+// set) as cpu-<name>.pb.gz; the returned wait blocks until it is written.
+func profileCPU(proc *managerProcess, name string, d time.Duration) (wait func() error) {
+	dir := os.Getenv("FLEET_PROFILES")
+	if dir == "" {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		profile, err := body(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", proc.profiler, max(1, int(d.Seconds()))))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "cpu-"+name+".pb.gz"), []byte(profile), 0o600)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
+}
+
 func printRow(backend v1alpha1.Backend, row fleetRow) {
 	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB (live %6.1f)  fds %4d  goroutines %5d  freshness p50 %v max %v\n",
 		backend, row.n, row.workers, row.cpuPerMin, row.cpuPerMin/float64(row.n), row.rssMiB, row.heapMiB, row.liveMiB, row.fds, row.goroutines,
@@ -258,7 +276,7 @@ type sample struct {
 	// heapMiB is the Go heap's spans in use after a collection; liveMiB the objects in them.
 	// Spans that keep a few objects after many Clusters went count whole in heapMiB.
 	rssMiB, heapMiB, liveMiB float64
-	fds, goroutines int
+	fds, goroutines          int
 }
 
 // printEstimate fits CPU, memory, descriptors and goroutines to a line over the sizes and
@@ -602,6 +620,7 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	if err != nil {
 		return row, err
 	}
+	quiet := profileCPU(proc, fmt.Sprintf("%s-N%d-quiet", f.backend, f.n), window-time.Second)
 	if err := sleep(ctx, window); err != nil {
 		return row, err
 	}
@@ -609,11 +628,17 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	if err != nil {
 		return row, err
 	}
+	if err := quiet(); err != nil {
+		return row, fmt.Errorf("failed to save the manager's CPU profile: %w", err)
+	}
 	row.cpuPerMin = float64(after-before) / clockTicks / window.Minutes()
 	if row.sample, err = proc.sample(); err != nil {
 		return row, err
 	}
+	// What the manager does while every Cluster reports the failure.
+	busy := profileCPU(proc, fmt.Sprintf("%s-N%d-freshness", f.backend, f.n), 30*time.Second)
 	lat, err := f.freshness(ctx)
+	err = errors.Join(err, busy())
 	if err != nil {
 		// What the manager was doing, for FLEET_PROFILES.
 		return row, errors.Join(err, saveHeapProfile(proc, fmt.Sprintf("%s-N%d-stuck", f.backend, f.n)), f.saveMetrics(proc))
