@@ -22,9 +22,10 @@ import (
 
 // DefaultConcurrency is how many ControlPlaneEtcds are reconciled at once: a worker waits at most
 // the call timeout on a dead workload cluster, so others keep their pace. A pass mostly waits on
-// the workload and management apiservers. make bench-fleet (docs/benchmarks.md): a failure seen
-// by 1,000 K3s Clusters at once reached the last status after 34 s with 10 workers, 33.6 s with
-// 20 under a 920 MiB memory limit.
+// the workload and management apiservers. make bench-fleet (docs/benchmarks.md): a member
+// failure seen by 1,000 K3s Clusters at once reached the last status after 26.9 s with 20
+// workers under a 920 MiB memory limit, most of it K3s's own report and the status writes queued
+// behind the management client's rate limit, not the workers.
 const DefaultConcurrency = 20
 
 // Options configure Setup.
