@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -232,9 +233,9 @@ func profileCPU(proc *managerProcess, name string, d time.Duration) (wait func()
 }
 
 func printRow(backend v1alpha1.Backend, row fleetRow) {
-	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB (live %6.1f)  fds %4d  goroutines %5d  freshness p50 %v max %v\n",
+	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB (live %6.1f)  fds %4d  goroutines %5d  freshness p50 %v max %v (meanwhile manager %.2f cores, machine %.0f%% busy)\n",
 		backend, row.n, row.workers, row.cpuPerMin, row.cpuPerMin/float64(row.n), row.rssMiB, row.heapMiB, row.liveMiB, row.fds, row.goroutines,
-		row.freshP50.Round(time.Millisecond), row.freshMax.Round(time.Millisecond))
+		row.freshP50.Round(time.Millisecond), row.freshMax.Round(time.Millisecond), row.freshManagerCores, 100*row.freshMachineBusy)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -268,7 +269,35 @@ type fleetRow struct {
 	n, workers         int
 	cpuPerMin          float64
 	freshP50, freshMax time.Duration
+	// freshManagerCores and freshMachineBusy are the manager's CPU (in cores) and the share of
+	// the machine's CPUs busy while the freshness measure ran: a manager far below its share of
+	// a busy machine waited on the workload clusters, not on itself.
+	freshManagerCores, freshMachineBusy float64
 	sample
+}
+
+// machineCPU reads the machine's busy and total CPU time (clock ticks) from /proc/stat.
+func machineCPU() (busy, total int64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, fmt.Errorf("failed to read the machine's CPU time: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 5 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+	}
+	for i, f := range fields[1:] {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("failed to parse /proc/stat line %q: %w", line, err)
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, nil
 }
 
 // sample is what the manager process holds at one moment.
@@ -637,8 +666,17 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	}
 	// What the manager does while every Cluster reports the failure.
 	busy := profileCPU(proc, fmt.Sprintf("%s-N%d-freshness", f.backend, f.n), 30*time.Second)
+	managerBefore, errM := proc.cpuTicks()
+	machineBusyBefore, machineTotalBefore, errB := machineCPU()
+	started := time.Now()
 	lat, err := f.freshness(ctx)
-	err = errors.Join(err, busy())
+	managerAfter, errM2 := proc.cpuTicks()
+	machineBusyAfter, machineTotalAfter, errB2 := machineCPU()
+	err = errors.Join(err, busy(), errM, errB, errM2, errB2)
+	if err == nil {
+		row.freshManagerCores = float64(managerAfter-managerBefore) / clockTicks / time.Since(started).Seconds()
+		row.freshMachineBusy = float64(machineBusyAfter-machineBusyBefore) / float64(max(1, machineTotalAfter-machineTotalBefore))
+	}
 	if err != nil {
 		// What the manager was doing, for FLEET_PROFILES.
 		return row, errors.Join(err, saveHeapProfile(proc, fmt.Sprintf("%s-N%d-stuck", f.backend, f.n)), f.saveMetrics(proc))
@@ -774,29 +812,62 @@ func (f *fleet) watchUntil(ctx context.Context, trigger func() error, start *tim
 	if err != nil {
 		return nil, fmt.Errorf("failed to watch ControlPlaneEtcds: %w", err)
 	}
-	defer w.Stop()
+	defer func() { w.Stop() }()
 	if err := trigger(); err != nil {
 		return nil, err
 	}
 	seen := map[string]time.Duration{}
+	see := func(cpe *v1alpha1.ControlPlaneEtcd) {
+		if _, ok := seen[cpe.Name]; !ok && done(cpe) {
+			seen[cpe.Name] = time.Since(*start)
+		}
+	}
+	lastRV := ""
 	for len(seen) < f.n {
 		select {
 		case <-ctx.Done():
 			return seen, ctx.Err()
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return seen, errors.New("the watch ended")
+				// The apiserver ends a watch that falls behind (thousands of status writes at
+				// once); go on from the last event seen, or from a list when that is too old.
+				if w, lastRV, err = f.rewatch(ctx, wc, lastRV, see); err != nil {
+					return seen, err
+				}
+				continue
 			}
 			cpe, isCPE := ev.Object.(*v1alpha1.ControlPlaneEtcd)
 			if !isCPE {
 				continue
 			}
-			if _, ok := seen[cpe.Name]; !ok && done(cpe) {
-				seen[cpe.Name] = time.Since(*start)
-			}
+			lastRV = cpe.ResourceVersion
+			see(cpe)
 		}
 	}
 	return seen, nil
+}
+
+// rewatch opens the ControlPlaneEtcd watch again from resourceVersion rv; when that fails it lists
+// them (each listed one goes to see) and watches from the list.
+func (f *fleet) rewatch(ctx context.Context, wc client.WithWatch, rv string, see func(*v1alpha1.ControlPlaneEtcd)) (watch.Interface, string, error) {
+	if rv != "" {
+		w, err := wc.Watch(ctx, &v1alpha1.ControlPlaneEtcdList{}, client.InNamespace(f.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		if err == nil {
+			return w, rv, nil
+		}
+	}
+	list := &v1alpha1.ControlPlaneEtcdList{}
+	if err := wc.List(ctx, list, client.InNamespace(f.ns)); err != nil {
+		return nil, rv, fmt.Errorf("failed to list ControlPlaneEtcds after the watch ended: %w", err)
+	}
+	for i := range list.Items {
+		see(&list.Items[i])
+	}
+	w, err := wc.Watch(ctx, &v1alpha1.ControlPlaneEtcdList{}, client.InNamespace(f.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		return nil, rv, fmt.Errorf("failed to watch ControlPlaneEtcds again: %w", err)
+	}
+	return w, list.ResourceVersion, nil
 }
 
 // shard labels the fleet's Clusters into two shards, runs one manager per shard
