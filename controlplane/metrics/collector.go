@@ -65,23 +65,14 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range cpes.Items {
 		collectControlPlaneEtcd(ch, &cpes.Items[i])
 	}
-	// The hook holds control-plane Machines and etcdadm's etcd Machines; a label selector
-	// cannot say "either label", so each kind is listed on its own.
-	var machines []clusterv1.Machine
-	for _, kind := range []string{clusterv1.MachineControlPlaneLabel, backends.EtcdClusterLabel} {
-		list := &clusterv1.MachineList{}
-		if err := c.Reader.List(ctx, list, client.HasLabels{kind}, client.UnsafeDisableDeepCopy); err != nil {
-			ctrl.Log.WithName("metrics").V(4).Info("Failed to list Machines", "label", kind, "err", err.Error())
-			failed = 1
-		}
-		for _, m := range list.Items {
-			// Note: a Machine with both labels is counted once.
-			if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; kind == clusterv1.MachineControlPlaneLabel || !cp {
-				machines = append(machines, m)
-			}
-		}
+	// One read of every Machine, filtered by HooksWaiting: a label selector cannot say "either
+	// label", and the cache scans every Machine for a selector anyway.
+	machines := &clusterv1.MachineList{}
+	if err := c.Reader.List(ctx, machines, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.Log.WithName("metrics").V(4).Info("Failed to list Machines", "err", err.Error())
+		failed = 1
 	}
-	for key, n := range HooksWaiting(machines) {
+	for key, n := range HooksWaiting(machines.Items) {
 		ch <- prometheus.MustNewConstMetric(hooksWaitingDesc, prometheus.GaugeValue, float64(n), key.Namespace, key.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(collectErrorsDesc, prometheus.GaugeValue, failed)
@@ -113,13 +104,13 @@ func collectControlPlaneEtcd(ch chan<- prometheus.Metric, cpe *v1alpha1.ControlP
 	ch <- prometheus.MustNewConstMetric(availableDesc, prometheus.GaugeValue, value, ns, cluster, backend, reason)
 }
 
-// HooksWaiting counts, per Cluster, the deleting Machines held by the etcd-adapter hook or the
-// legacy cluster-api-k3s hook.
+// HooksWaiting counts, per Cluster, the deleting control-plane and etcdadm etcd Machines held by
+// the etcd-adapter hook or the legacy cluster-api-k3s hook.
 func HooksWaiting(machines []clusterv1.Machine) map[client.ObjectKey]int {
 	out := map[client.ObjectKey]int{}
 	for i := range machines {
 		m := &machines[i]
-		if m.DeletionTimestamp.IsZero() || !heldByHook(m) {
+		if m.DeletionTimestamp.IsZero() || !backends.IsControlPlaneOrEtcdMachine(m.Labels) || !heldByHook(m) {
 			continue
 		}
 		out[client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}]++

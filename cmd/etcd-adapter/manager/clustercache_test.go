@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,22 +50,7 @@ func TestClusterCache_cachesEtcdNodesOnly(t *testing.T) {
 		createNode(ctx, g, workload.Client, n.name, n.labels)
 	}
 
-	o, _, _ := testOptions(g)
-	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
-		Scheme:     Scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	cc, err := setupClusterCache(ctx, mgr, o)
-	g.Expect(err).NotTo(HaveOccurred())
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		g.Expect(<-done).To(Succeed())
-	})
+	cc := startClusterCache(ctx, t, g)
 	cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "fleet", Workload: workload.Config})
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -112,22 +98,7 @@ func TestClusterCache_connectsWithoutInformers(t *testing.T) {
 	t.Cleanup(func() { g.Expect(workload.Stop()).To(Succeed()) })
 	createNode(ctx, g, workload.Client, "cp-0", map[string]string{"node-role.kubernetes.io/etcd": "true"})
 
-	o, _, _ := testOptions(g)
-	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
-		Scheme:     Scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	cc, err := setupClusterCache(ctx, mgr, o)
-	g.Expect(err).NotTo(HaveOccurred())
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		g.Expect(<-done).To(Succeed())
-	})
+	cc := startClusterCache(ctx, t, g)
 	cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: "w", Workload: workload.Config})
 	g.Expect(err).NotTo(HaveOccurred())
 	key := client.ObjectKeyFromObject(cluster)
@@ -166,6 +137,28 @@ func (p *nodeInformerProbe) Watch(c ctrlcache.Cache) error {
 	}
 	p.existed = informer.HasSynced()
 	return nil
+}
+
+// startClusterCache runs a manager with the ClusterCache the manager binary sets up (its
+// options), until the test ends.
+func startClusterCache(ctx context.Context, t *testing.T, g *WithT) clustercache.ClusterCache {
+	o, _, _ := testOptions(g)
+	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
+		Scheme:     Scheme(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	cc, err := setupClusterCache(ctx, mgr, o)
+	g.Expect(err).NotTo(HaveOccurred())
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		g.Expect(<-done).To(Succeed())
+	})
+	return cc
 }
 
 // createNode creates a Node with the given labels, a K3s member annotation, spec.unschedulable,

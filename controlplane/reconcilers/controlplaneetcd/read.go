@@ -22,7 +22,7 @@ import (
 //
 // Why not read uncached every pass: that is one GET per pass, about 33 per second for 1,000
 // Clusters at the 30 s interval, and a failure seen by the whole fleet at once then queues
-// twice as many requests behind the client's rate limit (docs/benchmarks.md).
+// three requests per Cluster behind the client's rate limit instead of two (docs/benchmarks.md).
 func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (*v1alpha1.ControlPlaneEtcd, error) {
 	cpe := &v1alpha1.ControlPlaneEtcd{}
 	if r.APIReader == nil {
