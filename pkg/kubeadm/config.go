@@ -125,7 +125,8 @@ type Config struct {
 	// on gRPC's goroutines and must not block. Calls are coalesced: at most one per 5 s per
 	// backend, with one trailing call at the end of those 5 s when a connection was lost within
 	// them. Not called for connections the backend closes itself (Close, IdleTimeout, a member
-	// that left, a new CA). Nil: nobody is told.
+	// that left, a new CA). Nil: nobody is told. Either way the lost connection is closed, and the
+	// next observation dials the member again.
 	OnConnectionLost func()
 	// Logger receives the backend's logs; zero discards them. Calls also log to the logger in
 	// their context when it has one.

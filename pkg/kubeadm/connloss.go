@@ -19,14 +19,18 @@ const connectionLostEvery = 5 * time.Second
 // connLossHandler is the gRPC stats.Handler of one member client: gRPC calls HandleConn with
 // stats.ConnEnd whenever a transport of that client ends (grpc-go's http2Client.Close, which
 // runs for a GOAWAY from a stopping etcd, an EOF from a closed port-forward stream and a failed
-// keep-alive alike). It runs on gRPC's goroutines and starts none of its own.
+// keep-alive alike). It runs on gRPC's goroutines.
 type connLossHandler struct {
 	node string
+	// forget drops the client from the pool (pool.forgetLost).
+	forget func()
 	// kept is set once the pool keeps the client (a connection lost while it is being dialled
 	// fails that dial, whose caller sees it), and cleared before the backend closes the client
 	// itself (Close, idle eviction, a member that left, a new CA, a broken or duplicate client
 	// replaced): those ends are not losses.
 	kept atomic.Bool
+	// lost is told of every loss; nil when the backend's owner did not ask
+	// (Config.OnConnectionLost).
 	lost *coalescer
 	log  logr.Logger
 }
@@ -46,12 +50,14 @@ func (h *connLossHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) con
 	return ctx
 }
 
-// HandleConn reports the end of a transport the backend did not close.
+// HandleConn drops the client and reports the end of a transport the backend did not close.
 func (h *connLossHandler) HandleConn(_ context.Context, s stats.ConnStats) {
-	if _, ok := s.(*stats.ConnEnd); !ok || !h.kept.Load() {
+	// Only the first end counts: the client is no longer kept after it.
+	if _, ok := s.(*stats.ConnEnd); !ok || !h.kept.CompareAndSwap(true, false) {
 		return
 	}
 	h.log.V(4).Info("Lost etcd connection", "node", h.node)
+	h.forget()
 	h.lost.notify()
 }
 

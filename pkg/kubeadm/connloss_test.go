@@ -7,6 +7,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 func Test_coalesce(t *testing.T) {
@@ -120,4 +122,35 @@ func TestBackend_connectionLost(t *testing.T) {
 	before := calls.Load()
 	g.Expect(b.Close()).To(Succeed())
 	g.Consistently(calls.Load).WithTimeout(2 * time.Second).Should(Equal(before))
+}
+
+// TestBackend_lostConnectionIsNotRedialled: a kept member connection that ends is closed and
+// forgotten, so nothing dials that member again until the next observation asks it. gRPC's own
+// reconnection (1 s backoff, growing) would otherwise open a port-forward through the workload
+// apiserver again and again for as long as the member stays down: with many clusters whose
+// members failed at once, those dials load the apiservers the next observations go through.
+func TestBackend_lostConnectionIsNotRedialled(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	w := startWorkloadCluster(t, workload, 3)
+	var calls atomic.Int32
+	b := w.backend(t, func(c *Config) { c.OnConnectionLost = func() { calls.Add(1) } })
+	observeHealthy(ctx, g, b, 3)
+	node := w.nodes[0]
+	kubelet := w.kubelet(node)
+
+	g.Expect(w.etcd.MemberOnNode(node).Stop()).To(Succeed())
+	g.Eventually(calls.Load).WithTimeout(20 * time.Second).Should(BeNumerically(">=", 1))
+	g.Eventually(b.pool.size).WithTimeout(5*time.Second).Should(Equal(2), "the lost member's client is dropped")
+	dials := kubelet.PortForwards()
+	// gRPC's first reconnection comes after 1 s (±20%), the next about 1.6 s later.
+	g.Consistently(kubelet.PortForwards).WithTimeout(6*time.Second).Should(Equal(dials),
+		"no port-forward to Node %s without an observation", node)
+
+	t.Log("the next observation dials the member once more and finds it down")
+	snap, err := b.Observe(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kubelet.PortForwards()).To(BeNumerically(">", dials))
+	g.Expect(snap.Evidence).To(ContainElement(SatisfyAll(
+		HaveField("NodeName", node), HaveField("Contact", etcd.ContactUnreachable))))
 }

@@ -32,8 +32,8 @@ type memberClient struct {
 	cli         *clientv3.Client
 	cluster     clientv3.Cluster
 	maint       clientv3.Maintenance
-	// conns tells the pool's owner when the member's connection ends while the pool keeps the
-	// client.
+	// conns drops the client from the pool, and tells the pool's owner, when the member's
+	// connection ends while the pool keeps the client.
 	conns *connLossHandler
 
 	mu       sync.Mutex
@@ -196,7 +196,8 @@ func (p *pool) connect(ctx context.Context, node string, creds *credentials) (*m
 // newClient builds a clientv3 client whose only way to the member is the port-forward dialer.
 // TLS is done by the dialer (so its errors are ours to classify), hence no TLS config here.
 func (p *pool) newClient(node string, creds *credentials) (*memberClient, error) {
-	c := &memberClient{node: node, fingerprint: creds.fingerprint, conns: &connLossHandler{node: node, lost: p.lost, log: p.log}}
+	c := &memberClient{node: node, fingerprint: creds.fingerprint}
+	c.conns = &connLossHandler{node: node, lost: p.lost, log: p.log, forget: func() { p.forgetLost(node, c) }}
 	dial := func(ctx context.Context, _ string) (net.Conn, error) {
 		conn, err := p.dialer.dial(ctx, node, creds)
 		c.setDialErr(err)
@@ -204,11 +205,7 @@ func (p *pool) newClient(node string, creds *credentials) (*memberClient, error)
 	}
 	// No read buffer of gRPC's own (32 KiB by default, kept per connection): the TLS connection
 	// under it already buffers a whole record.
-	opts := []grpc.DialOption{grpc.WithContextDialer(dial), grpc.WithReadBufferSize(0)}
-	if p.lost != nil {
-		// Note: a stats handler is also called for every RPC; without an owner to tell, skip it.
-		opts = append(opts, grpc.WithStatsHandler(c.conns))
-	}
+	opts := []grpc.DialOption{grpc.WithContextDialer(dial), grpc.WithReadBufferSize(0), grpc.WithStatsHandler(c.conns)}
 	cli, err := clientv3.New(clientv3.Config{
 		// The endpoint only names the target; the dialer decides where the bytes go.
 		Endpoints:            []string{fmt.Sprintf("%s:%d", podName(node), etcdPort)},
@@ -238,6 +235,22 @@ func (p *pool) drop(node string, c *memberClient) {
 	}
 	p.mu.Unlock()
 	_ = c.close()
+}
+
+// forgetLost forgets c, whose kept connection ended, if it is still the pool's client for node,
+// and closes it. Left open, gRPC would connect it again at once and then with a growing backoff,
+// each time a new port-forward through the workload apiserver, for as long as the member stays
+// down; the next observation dials the member once instead.
+//
+// Note: it runs on the gRPC goroutine that reports the end of the connection, so the client is
+// closed on a goroutine of its own rather than from inside gRPC's close.
+func (p *pool) forgetLost(node string, c *memberClient) {
+	p.mu.Lock()
+	if p.clients[node] == c {
+		delete(p.clients, node)
+	}
+	p.mu.Unlock()
+	go func() { _ = c.close() }()
 }
 
 // retain closes the clients of Nodes not in keep (members that left the cluster).

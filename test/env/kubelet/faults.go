@@ -66,3 +66,17 @@ func (k *Kubelet) closeForwards() {
 		_ = c.Close()
 	}
 }
+
+// PortForwards reports how many port-forward streams were asked of this kubelet so far, the
+// ones whose target refused included: how often a client dialled through it.
+func (k *Kubelet) PortForwards() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.portForwards
+}
+
+func (k *Kubelet) countPortForward() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.portForwards++
+}

@@ -63,8 +63,10 @@ type Kubelet struct {
 	conns    map[net.Conn]struct{}
 	forwards map[net.Conn]struct{}
 	broken   bool
-	notReady *readyOverride
-	stopped  bool
+	// portForwards counts the port-forward streams asked of this kubelet, whatever became of them.
+	portForwards int
+	notReady     *readyOverride
+	stopped      bool
 }
 
 // Start registers the Node (or adopts an existing one), starts serving the kubelet port and

@@ -81,6 +81,7 @@ type forwarder struct{ kubelet *Kubelet }
 // connection to the port's target until either side closes.
 func (f *forwarder) PortForward(ctx context.Context, _, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer func() { _ = stream.Close() }()
+	f.kubelet.countPortForward()
 	target, ok := f.kubelet.target(port)
 	if !ok {
 		return fmt.Errorf("port %d is not forwarded by kubelet stand-in %s", port, f.kubelet.opts.NodeName)
