@@ -41,6 +41,12 @@ const (
 	// idleConnTimeout is how long an idle HTTP connection stays in a client-go transport's pool
 	// (net/http's DefaultTransport.IdleConnTimeout, which client-go keeps).
 	idleConnTimeout = 90 * time.Second
+	// http2HealthCheck is how long golang.org/x/net/http2 (v0.57 to at least v0.62) keeps a
+	// transport after its last connection closed: the read loop re-arms its health-check timer
+	// (client-go's ReadIdleTimeout, 30 s) on the read that ends it and never stops it, and the
+	// timer's ping on the closed connection holds the connection and so its transport with its
+	// TLS configuration (golang/go#80920). Plus client-go's PingTimeout, 15 s.
+	http2HealthCheck = 45 * time.Second
 )
 
 // BenchmarkFleet runs the etcd-adapter manager binary (a separate process, so its CPU and memory
@@ -51,13 +57,14 @@ const (
 // overrides, e.g. "1,5"), growing the fleet between sizes, it prints per size the manager's
 // CPU-seconds per minute over a quiet window (FLEET_WINDOW, default 1m), its resident memory,
 // Go heap in use, open file descriptors and goroutines, and status freshness: the time from the
-// member on Node cp-2 failing on every cluster at once (K3s: the Node goes NotReady; kubeadm:
-// its etcd stops) to each ControlPlaneEtcd saying so. From the slope it estimates 1,000
-// clusters on one manager. At the largest size it then adds worker Nodes to every cluster
-// (FLEET_WORKERS, default "0,100,500" per cluster; stand-in Node objects with a kubelet's
-// status) and measures again. Last, it deletes every Cluster and measures once more: the
-// manager should be back at its baseline (taken before the first cluster). FLEET_SHARD=1 then
-// runs the K3s fleet's sharding check (two managers by --watch-filter).
+// etcd member on Node cp-2 stopping on every cluster at once to each ControlPlaneEtcd saying so,
+// then the same with the member stopping on the first workload cluster only (its FLEET_SHARE
+// Clusters) while the rest of the fleet goes on. From the slope it estimates 1,000 clusters on
+// one manager. At the largest size it then adds worker Nodes to every cluster (FLEET_WORKERS,
+// default "0,100,500" per cluster; stand-in Node objects with a kubelet's status) and measures
+// again. Last, it deletes every Cluster and samples the manager three times, up to 4 minutes
+// later: it should come back to its baseline (taken before the first cluster). FLEET_SHARD=1
+// then runs the K3s fleet's sharding check (two managers by --watch-filter).
 func BenchmarkFleet(b *testing.B) {
 	sizes := fleetInts(b, "FLEET_SIZES", []int{1, 5, 10, 20}, 1)
 	workers := fleetInts(b, "FLEET_WORKERS", []int{0, 100, 500}, 0)
@@ -164,12 +171,24 @@ func runFleet(ctx context.Context, bin, dir string, backend v1alpha1.Backend, sh
 		}
 	}
 	printWorkerSlope(backend, byWorkers)
-	after, err := f.deleteAll(ctx, proc)
-	if err != nil {
+	if err := f.deleteAll(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("fleet %s after deleting the %d Clusters: RSS %.1f MiB (baseline %.1f)  heap %.1f MiB (baseline %.1f)  live objects %.1f MiB (baseline %.1f)  fds %d (baseline %d)  goroutines %d (baseline %d)\n",
-		backend, f.n, after.rssMiB, base.rssMiB, after.heapMiB, base.heapMiB, after.liveMiB, base.liveMiB, after.fds, base.fds, after.goroutines, base.goroutines)
+	// Sampled when the idle connections have closed, when the HTTP/2 health checks that hold
+	// their transports have run, and once more after the runtime had time to return freed memory
+	// to the system (its background scavenger).
+	gone := time.Now()
+	for _, at := range []time.Duration{idleConnTimeout + settle, idleConnTimeout + http2HealthCheck + settle, 4 * time.Minute} {
+		if err := sleep(ctx, time.Until(gone.Add(at))); err != nil {
+			return err
+		}
+		after, err := proc.sample()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("fleet %s %v after deleting the %d Clusters: RSS %.1f MiB (baseline %.1f)  heap %.1f MiB (baseline %.1f)  live objects %.1f MiB (baseline %.1f)  fds %d (baseline %d)  goroutines %d (baseline %d)\n",
+			backend, at, f.n, after.rssMiB, base.rssMiB, after.heapMiB, base.heapMiB, after.liveMiB, base.liveMiB, after.fds, base.fds, after.goroutines, base.goroutines)
+	}
 	if err := saveHeapProfile(proc, string(backend)+"-deleted"); err != nil {
 		return err
 	}
@@ -233,9 +252,10 @@ func profileCPU(proc *managerProcess, name string, d time.Duration) (wait func()
 }
 
 func printRow(backend v1alpha1.Backend, row fleetRow) {
-	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB (live %6.1f)  fds %4d  goroutines %5d  freshness p50 %v max %v (meanwhile manager %.2f cores, machine %.0f%% busy)\n",
+	fmt.Printf("fleet %-7s N=%-3d workers/cluster %-4d manager CPU %6.2f s/min (%.3f per cluster)  RSS %6.1f MiB  heap %6.1f MiB (live %6.1f)  fds %4d  goroutines %5d  freshness p50 %v max %v (meanwhile manager %.2f cores, machine %.0f%% busy), one workload cluster p50 %v max %v\n",
 		backend, row.n, row.workers, row.cpuPerMin, row.cpuPerMin/float64(row.n), row.rssMiB, row.heapMiB, row.liveMiB, row.fds, row.goroutines,
-		row.freshP50.Round(time.Millisecond), row.freshMax.Round(time.Millisecond), row.freshManagerCores, 100*row.freshMachineBusy)
+		row.freshP50.Round(time.Millisecond), row.freshMax.Round(time.Millisecond), row.freshManagerCores, 100*row.freshMachineBusy,
+		row.oneP50.Round(time.Millisecond), row.oneMax.Round(time.Millisecond))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -269,6 +289,10 @@ type fleetRow struct {
 	n, workers         int
 	cpuPerMin          float64
 	freshP50, freshMax time.Duration
+	// oneP50 and oneMax are the freshness of a failure on one workload cluster (its share of
+	// Clusters) while the rest of the fleet goes on as before: a member failing somewhere in a
+	// fleet, rather than everywhere at once.
+	oneP50, oneMax time.Duration
 	// freshManagerCores and freshMachineBusy are the manager's CPU (in cores) and the share of
 	// the machine's CPUs busy while the freshness measure ran: a manager far below its share of
 	// a busy machine waited on the workload clusters, not on itself.
@@ -493,6 +517,15 @@ func healthy(cpe *v1alpha1.ControlPlaneEtcd) bool {
 
 func (f *fleet) name(i int) string { return fmt.Sprintf("%s-%02d", f.backend, i) }
 
+// index is the number of the Cluster named name (see name), or f.n for a name not of the fleet.
+func (f *fleet) index(name string) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(name, string(f.backend)+"-"))
+	if err != nil || i < 0 {
+		return f.n
+	}
+	return i
+}
+
 // register creates Cluster i, its Secrets and its ControlPlaneEtcd. Clusters that share a
 // workload cluster each connect with a user of their own: with the same credentials client-go
 // would share one transport between them, and the manager would hold fewer connections than for
@@ -576,23 +609,24 @@ func createWorker(ctx context.Context, c client.Client, name string) error {
 	return nil
 }
 
-// deleteAll deletes every Cluster and ControlPlaneEtcd of the fleet, waits until they are gone
-// and the manager let go of them, and samples the manager.
-func (f *fleet) deleteAll(ctx context.Context, proc *managerProcess) (sample, error) {
+// deleteAll deletes every Cluster and ControlPlaneEtcd of the fleet and waits until they are
+// gone. The ClusterCache disconnects on a Cluster's deletion and the registry forgets it; the
+// caller samples when the HTTP connections to the workload apiservers have closed.
+func (f *fleet) deleteAll(ctx context.Context) error {
 	for i := range f.n {
 		key := client.ObjectKey{Namespace: f.ns, Name: f.name(i)}
 		if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})); err != nil {
-			return sample{}, fmt.Errorf("failed to delete Cluster %s: %w", key, err)
+			return fmt.Errorf("failed to delete Cluster %s: %w", key, err)
 		}
 		if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, &v1alpha1.ControlPlaneEtcd{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})); err != nil {
-			return sample{}, fmt.Errorf("failed to delete ControlPlaneEtcd %s: %w", key, err)
+			return fmt.Errorf("failed to delete ControlPlaneEtcd %s: %w", key, err)
 		}
 		// The test environment runs no garbage collector, which would delete the Cluster's
 		// Secrets with it; the manager caches them.
 		for _, suffix := range []string{"-kubeconfig", "-etcd"} {
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name + suffix}}
 			if err := client.IgnoreNotFound(mgmt.Client.Delete(ctx, secret)); err != nil {
-				return sample{}, fmt.Errorf("failed to delete Secret %s: %w", client.ObjectKeyFromObject(secret), err)
+				return fmt.Errorf("failed to delete Secret %s: %w", client.ObjectKeyFromObject(secret), err)
 			}
 		}
 	}
@@ -607,16 +641,9 @@ func (f *fleet) deleteAll(ctx context.Context, proc *managerProcess) (sample, er
 		return len(clusters.Items) == 0 && len(cpes.Items) == 0, nil
 	})
 	if err != nil {
-		return sample{}, fmt.Errorf("failed waiting for the fleet's Clusters and ControlPlaneEtcds to be gone: %w", err)
+		return fmt.Errorf("failed waiting for the fleet's Clusters and ControlPlaneEtcds to be gone: %w", err)
 	}
-	// The ClusterCache disconnects on the Cluster's deletion and the registry forgets it. The
-	// HTTP connections to the workload apiservers then sit idle in their transports' pools until
-	// the idle timeout closes them (client-go keeps net/http's default, 90 s), each with its read
-	// loop goroutine and descriptor, so sample after that.
-	if err := sleep(ctx, idleConnTimeout+settle); err != nil {
-		return sample{}, err
-	}
-	return proc.sample()
+	return nil
 }
 
 // waitObserved waits until every cluster's status satisfies ok.
@@ -669,7 +696,7 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	managerBefore, errM := proc.cpuTicks()
 	machineBusyBefore, machineTotalBefore, errB := machineCPU()
 	started := time.Now()
-	lat, err := f.freshness(ctx)
+	lat, err := f.freshness(ctx, len(f.workloads))
 	managerAfter, errM2 := proc.cpuTicks()
 	machineBusyAfter, machineTotalAfter, errB2 := machineCPU()
 	err = errors.Join(err, busy(), errM, errB, errM2, errB2)
@@ -681,36 +708,48 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 		// What the manager was doing, for FLEET_PROFILES.
 		return row, errors.Join(err, saveHeapProfile(proc, fmt.Sprintf("%s-N%d-stuck", f.backend, f.n)), f.saveMetrics(proc))
 	}
-	slices.Sort(lat)
-	row.freshP50, row.freshMax = lat[len(lat)/2], lat[len(lat)-1]
+	row.freshP50, row.freshMax = median(lat), slices.Max(lat)
+	// The same failure on the first workload cluster alone, the fleet's other passes going on.
+	if lat, err = f.freshness(ctx, 1); err != nil {
+		return row, errors.Join(err, saveHeapProfile(proc, fmt.Sprintf("%s-N%d-stuck-one", f.backend, f.n)), f.saveMetrics(proc))
+	}
+	row.oneP50, row.oneMax = median(lat), slices.Max(lat)
 	return row, nil
 }
 
-// freshness makes the member on Node cp-2 fail on every cluster at once and measures, per
-// cluster, the time until its status no longer calls that member healthy; then brings the
-// members back.
-func (f *fleet) freshness(ctx context.Context) ([]time.Duration, error) {
+func median(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// freshness makes the member on Node cp-2 fail on the first `workloads` workload clusters at
+// once and measures, for each of their Clusters, the time until its status no longer calls that
+// member healthy; then brings the members back and waits for the whole fleet to be healthy.
+func (f *fleet) freshness(ctx context.Context, workloads int) ([]time.Duration, error) {
 	const node = "cp-2"
+	failing := f.workloads[:workloads]
+	want := min(f.n, workloads*f.share)
 	var start time.Time
 	trigger := func() error {
 		start = time.Now()
-		for _, c := range f.workloads {
+		for _, c := range failing {
 			if err := c.fail(ctx, node); err != nil {
 				return fmt.Errorf("failed to make the member on Node %s fail: %w", node, err)
 			}
 		}
 		return nil
 	}
-	seen, err := f.watchUntil(ctx, trigger, &start, func(cpe *v1alpha1.ControlPlaneEtcd) bool {
-		return slices.ContainsFunc(cpe.Status.Members, func(m v1alpha1.EtcdMemberStatus) bool {
+	seen, err := f.watchUntil(ctx, trigger, &start, want, func(cpe *v1alpha1.ControlPlaneEtcd) bool {
+		return f.index(cpe.Name) < want && slices.ContainsFunc(cpe.Status.Members, func(m v1alpha1.EtcdMemberStatus) bool {
 			return m.NodeName == node && m.Health != v1alpha1.MemberHealthy
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed waiting for %d statuses to report Node %s (%d did; not: %s; workload clusters of those not reporting: %s): %w",
-			f.n, node, len(seen), f.describeMissing(ctx, seen), f.describeWorkloadsMissing(ctx, seen, node), err)
+			want, node, len(seen), f.describeMissing(ctx, seen, want), f.describeWorkloadsMissing(ctx, seen, want, node), err)
 	}
-	for _, c := range f.workloads {
+	for _, c := range failing {
 		if err := c.recover(ctx, node); err != nil {
 			return nil, fmt.Errorf("failed to bring the member on Node %s back: %w", node, err)
 		}
@@ -740,7 +779,7 @@ func (f *fleet) saveMetrics(proc *managerProcess) error {
 
 // describeMissing names the ControlPlaneEtcds not in seen, with their health condition, for the
 // error of a freshness measure that timed out.
-func (f *fleet) describeMissing(ctx context.Context, seen map[string]time.Duration) string {
+func (f *fleet) describeMissing(ctx context.Context, seen map[string]time.Duration, want int) string {
 	list := &v1alpha1.ControlPlaneEtcdList{}
 	if err := mgmt.Client.List(ctx, list, client.InNamespace(f.ns)); err != nil {
 		return err.Error()
@@ -748,7 +787,7 @@ func (f *fleet) describeMissing(ctx context.Context, seen map[string]time.Durati
 	var out []string
 	for i := range list.Items {
 		cpe := &list.Items[i]
-		if _, ok := seen[cpe.Name]; ok || len(out) >= 10 {
+		if _, ok := seen[cpe.Name]; ok || f.index(cpe.Name) >= want || len(out) >= 10 {
 			continue
 		}
 		why := "no condition"
@@ -764,9 +803,9 @@ func (f *fleet) describeMissing(ctx context.Context, seen map[string]time.Durati
 // how many of its Clusters did not report and what its own apiserver says of Node node: whether
 // the failure is there to see (the manager did not see it) or is not (the workload cluster lost
 // it).
-func (f *fleet) describeWorkloadsMissing(ctx context.Context, seen map[string]time.Duration, node string) string {
+func (f *fleet) describeWorkloadsMissing(ctx context.Context, seen map[string]time.Duration, want int, node string) string {
 	missing := map[int]int{}
-	for i := range f.n {
+	for i := range want {
 		if _, ok := seen[f.name(i)]; !ok {
 			missing[i/f.share]++
 		}
@@ -801,7 +840,7 @@ func (f *fleet) describeWorkloadsMissing(ctx context.Context, seen map[string]ti
 // records for each the time from *start to the first event that satisfies done. Events arrive
 // as the API server commits them, so the figure does not depend on how fast a List answers on a
 // loaded machine.
-func (f *fleet) watchUntil(ctx context.Context, trigger func() error, start *time.Time, done func(*v1alpha1.ControlPlaneEtcd) bool) (map[string]time.Duration, error) {
+func (f *fleet) watchUntil(ctx context.Context, trigger func() error, start *time.Time, want int, done func(*v1alpha1.ControlPlaneEtcd) bool) (map[string]time.Duration, error) {
 	wc, err := client.NewWithWatch(mgmt.Config, client.Options{Scheme: mgmt.Client.Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create a watching client: %w", err)
@@ -823,7 +862,7 @@ func (f *fleet) watchUntil(ctx context.Context, trigger func() error, start *tim
 		}
 	}
 	lastRV := ""
-	for len(seen) < f.n {
+	for len(seen) < want {
 		select {
 		case <-ctx.Done():
 			return seen, ctx.Err()
@@ -900,7 +939,7 @@ func (f *fleet) shard(ctx context.Context, bin, dir string, window time.Duration
 		}
 		procs[shard] = p
 	}
-	if _, err := f.freshness(ctx); err != nil {
+	if _, err := f.freshness(ctx, len(f.workloads)); err != nil {
 		return err
 	}
 	cpus := map[string]int64{}
@@ -923,7 +962,7 @@ func (f *fleet) shard(ctx context.Context, bin, dir string, window time.Duration
 	wrote := map[string]int{}
 	for i := range list.Items {
 		cpe := &list.Items[i]
-		idx, _ := strconv.Atoi(strings.TrimPrefix(cpe.Name, string(f.backend)+"-"))
+		idx := f.index(cpe.Name)
 		own, other := "etcd-adapter-"+shardOf(idx), "etcd-adapter-"+shardOf(idx+1)
 		ms := managersOf(cpe)
 		if slices.Contains(ms, other) {
