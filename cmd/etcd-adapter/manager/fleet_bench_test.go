@@ -584,6 +584,9 @@ func createWorker(ctx context.Context, c client.Client, name string) error {
 	if err := c.Create(ctx, n); err != nil {
 		return fmt.Errorf("failed to create Node %s: %w", name, err)
 	}
+	// A merge patch, not an update: the workload cluster's own controllers may have written the
+	// Node since it was created.
+	before := n.DeepCopy()
 	images := make([]corev1.ContainerImage, 0, 10)
 	for i := range 10 {
 		images = append(images, corev1.ContainerImage{
@@ -603,7 +606,7 @@ func createWorker(ctx context.Context, c client.Client, name string) error {
 			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now, LastTransitionTime: now},
 		},
 	}
-	if err := c.Status().Update(ctx, n); err != nil {
+	if err := c.Status().Patch(ctx, n, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("failed to write the status of Node %s: %w", name, err)
 	}
 	return nil
