@@ -679,7 +679,10 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	if err != nil {
 		return row, err
 	}
-	quiet := profileCPU(proc, fmt.Sprintf("%s-N%d-quiet", f.backend, f.n), window-time.Second)
+	// Profiles are named after the size and the worker Nodes, so a step with workers does not
+	// overwrite the one without.
+	name := fmt.Sprintf("%s-N%d-W%d", f.backend, f.n, f.workers)
+	quiet := profileCPU(proc, name+"-quiet", window-time.Second)
 	if err := sleep(ctx, window); err != nil {
 		return row, err
 	}
@@ -695,7 +698,7 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 		return row, err
 	}
 	// What the manager does while every Cluster reports the failure.
-	busy := profileCPU(proc, fmt.Sprintf("%s-N%d-freshness", f.backend, f.n), 30*time.Second)
+	busy := profileCPU(proc, name+"-freshness", 30*time.Second)
 	managerBefore, errM := proc.cpuTicks()
 	machineBusyBefore, machineTotalBefore, errB := machineCPU()
 	started := time.Now()
@@ -709,12 +712,12 @@ func (f *fleet) measure(ctx context.Context, proc *managerProcess, window time.D
 	}
 	if err != nil {
 		// What the manager was doing, for FLEET_PROFILES.
-		return row, errors.Join(err, saveHeapProfile(proc, fmt.Sprintf("%s-N%d-stuck", f.backend, f.n)), f.saveMetrics(proc))
+		return row, errors.Join(err, saveHeapProfile(proc, name+"-stuck"), f.saveMetrics(proc))
 	}
 	row.freshP50, row.freshMax = median(lat), slices.Max(lat)
 	// The same failure on the first workload cluster alone, the fleet's other passes going on.
 	if lat, err = f.freshness(ctx, 1); err != nil {
-		return row, errors.Join(err, saveHeapProfile(proc, fmt.Sprintf("%s-N%d-stuck-one", f.backend, f.n)), f.saveMetrics(proc))
+		return row, errors.Join(err, saveHeapProfile(proc, name+"-stuck-one"), f.saveMetrics(proc))
 	}
 	row.oneP50, row.oneMax = median(lat), slices.Max(lat)
 	return row, nil
