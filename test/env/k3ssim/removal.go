@@ -170,14 +170,48 @@ func (s *Simulator) removePeer(ctx context.Context, name, address string) error 
 			}
 		}
 		if err := s.etcd.removeMember(ctx, m.ID); err != nil {
+			s.removalUnanswered(ctx, m)
 			return err
 		}
-		s.log.Info("Removed etcd member", "memberName", name, "address", address)
-		s.countRemoval(name)
-		s.tombstoneLocked(ctx, m.Name)
+		s.removed(ctx, m)
 		return nil
 	}
+	if m, ok := s.unanswered[name]; ok {
+		// The earlier call's removal was applied after all: K3s counts the member as removed now.
+		s.removed(ctx, m)
+	}
 	return nil
+}
+
+// removalUnanswered handles a MemberRemove that failed: etcd can apply a removal and still
+// fail the call, when the request reached the member being removed (it stops once it applies
+// its own removal and answers "etcdserver: server stopped"). K3s only sees the error and
+// requeues; its next pass finds the member gone and counts it as removed (step 3). The member
+// is gone now, though, so the removed server stops now; the removal is counted once, when the
+// member is first seen gone (here or on a later pass). The caller holds opMu.
+func (s *Simulator) removalUnanswered(ctx context.Context, m member) {
+	if s.unanswered == nil {
+		s.unanswered = map[string]member{}
+	}
+	s.unanswered[m.Name] = m
+	members, err := s.etcd.members(ctx)
+	if err != nil {
+		return // the next pass finds out
+	}
+	for _, still := range members {
+		if still.ID == m.ID {
+			return // not applied yet, or refused: the next pass removes it or finds it gone
+		}
+	}
+	s.removed(ctx, m)
+}
+
+// removed records a member's removal and tombstones its server. The caller holds opMu.
+func (s *Simulator) removed(ctx context.Context, m member) {
+	delete(s.unanswered, m.Name)
+	s.log.Info("Removed etcd member", "memberName", m.Name)
+	s.countRemoval(m.Name)
+	s.tombstoneLocked(ctx, m.Name)
 }
 
 // moveLeadershipOff moves leadership from m to another started voter when m is the leader

@@ -110,6 +110,9 @@ type Simulator struct {
 	// removed server never re-annotates its Node after K3s cleared node-name, and no health
 	// check reaches a member between its removal and its tombstone (see tick).
 	opMu sync.Mutex
+	// unanswered are the members whose MemberRemove failed but may have been applied, by name;
+	// guarded by opMu.
+	unanswered map[string]member
 	// condMu is held by an EtcdIsVoter pass.
 	condMu sync.Mutex
 
