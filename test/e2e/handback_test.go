@@ -31,7 +31,7 @@ var _ = Describe("Handing a Cluster back", func() {
 		blockedID := c.workload.Etcd.MemberOnNode("cp-0").ID()
 
 		By("switching the ControlPlaneEtcd to Observe: every hook goes, the blocked Machine is released and its member stays")
-		setMode(ctx, c, v1alpha1.ModeObserve)
+		c.setMode(ctx, v1alpha1.ModeObserve)
 		c.expectGone(ctx, blocked)
 		Expect(memberIDs(ctx, c)).To(ContainElement(blockedID), "in Observe mode etcd-adapter removes no member")
 		// Note: the recorder writes HookHandedBack asynchronously, after the hook went, so it can
@@ -42,7 +42,7 @@ var _ = Describe("Handing a Cluster back", func() {
 		expectNoHooks(ctx, c, "cp-1", "cp-2")
 
 		By("back in Manage mode the hooks come back; a person opts the Cluster out and deletes its ControlPlaneEtcd: the hooks go again")
-		setMode(ctx, c, v1alpha1.ModeManage)
+		c.setMode(ctx, v1alpha1.ModeManage)
 		Eventually(func(g Gomega) {
 			for _, node := range []string{"cp-1", "cp-2"} {
 				got := &clusterv1.Machine{}
@@ -66,13 +66,6 @@ var _ = Describe("Handing a Cluster back", func() {
 		}, reconcileTimeout).Should(HaveLen(2), "handed back twice: once for Observe mode, once for the opt-out")
 	}, SpecTimeout(6*time.Minute))
 })
-
-func setMode(ctx context.Context, c *testCluster, mode v1alpha1.Mode) {
-	cpe := c.status(ctx)
-	before := cpe.DeepCopy()
-	cpe.Spec.Mode = mode
-	Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before))).To(Succeed())
-}
 
 func expectNoHooks(ctx context.Context, c *testCluster, nodes ...string) {
 	Eventually(func(g Gomega) {

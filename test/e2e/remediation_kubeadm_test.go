@@ -111,11 +111,21 @@ var _ = Describe("Remediation on a kubeadm control plane", func() {
 })
 
 // setMode sets the ControlPlaneEtcd's spec.mode.
+//
+// It returns once a pass has written the status for the new spec: passes of one
+// ControlPlaneEtcd never overlap, so no pass that read the old mode is still running then. A
+// change made right after a bare patch could otherwise meet a pass of the old mode (a learner
+// added after switching to Observe was removed as a ghost by the Manage pass under way).
 func (c *testCluster) setMode(ctx context.Context, mode v1alpha1.Mode) {
 	cpe := c.status(ctx)
 	before := cpe.DeepCopy()
 	cpe.Spec.Mode = mode
 	Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before))).To(Succeed())
+	Eventually(func(g Gomega) {
+		got := &v1alpha1.ControlPlaneEtcd{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
+		g.Expect(got.Status.ObservedGeneration).To(BeNumerically(">=", cpe.Generation))
+	}, reconcileTimeout).Should(Succeed(), "a pass for mode %s", mode)
 }
 
 // guardVerdict asks the quorum guard about deleting the Machine (a server dry-run, so nothing is
