@@ -212,14 +212,21 @@ func nodePrefix(label, version string) string {
 
 // follower returns a Node whose member does not lead.
 func (c *k3sCluster) follower(ctx context.Context, g Gomega) string {
+	followers := c.followers(ctx, g)
+	g.Expect(followers).NotTo(BeEmpty(), "no follower")
+	return followers[0]
+}
+
+// followers returns the Nodes whose members do not lead, in the order of c.nodes.
+func (c *k3sCluster) followers(ctx context.Context, g Gomega) []string {
 	leader := c.leaderNode(ctx, g)
+	var out []string
 	for _, n := range c.nodes {
 		if n != leader {
-			return n
+			out = append(out, n)
 		}
 	}
-	g.Expect(false).To(BeTrue(), "no follower")
-	return ""
+	return out
 }
 
 // moveLeader moves etcd leadership to the member on node, through the current leader.

@@ -190,9 +190,6 @@ func (s *Simulator) removePeer(ctx context.Context, name, address string) error 
 // is gone now, though, so the removed server stops now; the removal is counted once, when the
 // member is first seen gone (here or on a later pass). The caller holds opMu.
 func (s *Simulator) removalUnanswered(ctx context.Context, m member) {
-	if s.unanswered == nil {
-		s.unanswered = map[string]member{}
-	}
 	s.unanswered[m.Name] = m
 	members, err := s.etcd.members(ctx)
 	if err != nil {

@@ -19,13 +19,7 @@ func TestSimulator_removalAppliedButUnanswered(t *testing.T) {
 	c := startK3sCluster(ctx, t, "v1.34.2+k3s1", "unanswered", 4)
 	c.waitReady(ctx, g)
 
-	leader := c.leaderNode(ctx, g)
-	var followers []string
-	for _, n := range c.nodes {
-		if n != leader {
-			followers = append(followers, n)
-		}
-	}
+	followers := c.followers(ctx, g)
 	applied, notApplied := followers[0], followers[1]
 	name, _ := c.sim.MemberName(applied)
 	m := c.members(ctx, g)[name]

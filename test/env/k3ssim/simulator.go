@@ -162,7 +162,7 @@ func New(opts Options) (*Simulator, error) {
 	s := &Simulator{
 		opts: opts, profile: profile, profiles: profiles, client: c, scheme: scheme, log: opts.Logger,
 		servers: map[string]*server{}, conditionWriter: true, hiddenNodes: map[string]bool{}, requeues: map[string]int{},
-		learners: map[uint64]learnerProgress{},
+		learners: map[uint64]learnerProgress{}, unanswered: map[string]member{},
 	}
 	s.kubelet = opts.Kubelet
 	if s.kubelet == nil {
