@@ -215,8 +215,9 @@ const (
 	SkipQuorumGuardAnnotation = "etcd-adapter.cluster.x-k8s.io/skip-quorum-guard"
 
 	// AnnotationTrue is the one value that turns on an etcd-adapter annotation that acts on a
-	// person's say-so (SkipQuorumGuardAnnotation): an explicit "true", so that "false", "no" or
-	// an empty value never act by accident.
+	// person's say-so (SkipQuorumGuardAnnotation, OptOutAnnotation, and the release and retry
+	// annotations): an explicit "true", so that "false", "no" or an empty value never act by
+	// accident.
 	AnnotationTrue = "true"
 
 	// DeleteForMoveAnnotation is the annotation `clusterctl move` sets on every object it deletes
@@ -225,7 +226,8 @@ const (
 	// it does not remove its etcd member, so the quorum guard lets it through.
 	DeleteForMoveAnnotation = clusterctlv1.DeleteForMoveAnnotation
 
-	// OptOutAnnotation on a Cluster stops a ControlPlaneEtcd from being created for it.
+	// OptOutAnnotation on a Cluster, with the value AnnotationTrue ("true"), stops a
+	// ControlPlaneEtcd from being created for it; any other value opts nothing out.
 	OptOutAnnotation = "etcd-adapter.cluster.x-k8s.io/opt-out"
 )
 

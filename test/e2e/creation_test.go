@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +27,8 @@ var _ = Describe("ControlPlaneEtcd creation", func() {
 			Expect(mgmt.Client.Create(ctx, c)).To(Succeed())
 			return c
 		}
-		optOut := newCluster("opted-out", "KThreesControlPlane", map[string]string{v1alpha1.OptOutAnnotation: ""})
+		optOut := newCluster("opted-out", "KThreesControlPlane", map[string]string{v1alpha1.OptOutAnnotation: "true"})
+		notOptedOut := newCluster("opt-out-false", "KThreesControlPlane", map[string]string{v1alpha1.OptOutAnnotation: "false"})
 		externalEtcd := map[string]any{"external": map[string]any{"endpoints": []any{"https://etcd-0.example:2379"},
 			"caFile": "/etc/kubernetes/pki/etcd/ca.crt", "certFile": "/etc/kubernetes/pki/apiserver-etcd-client.crt", "keyFile": "/etc/kubernetes/pki/apiserver-etcd-client.key"}}
 		cases := []struct {
@@ -43,7 +45,7 @@ var _ = Describe("ControlPlaneEtcd creation", func() {
 		}
 		By("a KubeadmControlPlane Cluster whose KubeadmControlPlane does not exist yet gets none until it does: its etcd may be external")
 		waiting := newCluster("c-waiting", "KubeadmControlPlane", nil)
-		Consistently(func() error { return getControlPlaneEtcd(ctx, waiting) }, 5*time.Second, time.Second).Should(HaveOccurred())
+		Consistently(func() bool { return apierrors.IsNotFound(getControlPlaneEtcd(ctx, waiting)) }, 5*time.Second, time.Second).Should(BeTrue())
 		createKubeadmControlPlane(ctx, ns, waiting.Name, nil)
 		Eventually(func() error { return getControlPlaneEtcd(ctx, waiting) }, reconcileTimeout).Should(Succeed())
 		for _, tc := range cases {
@@ -62,7 +64,9 @@ var _ = Describe("ControlPlaneEtcd creation", func() {
 			Expect(cpe.Spec.Mode).To(Equal(tc.mode))
 			Expect(cpe.OwnerReferences).To(ContainElement(HaveField("UID", cluster.UID)))
 		}
-		Expect(getControlPlaneEtcd(ctx, optOut)).To(HaveOccurred(), "a Cluster that opts out gets no ControlPlaneEtcd")
+		By("an opt-out annotation acts on \"true\" only, like every other annotation of etcd-adapter")
+		Eventually(func() error { return getControlPlaneEtcd(ctx, notOptedOut) }, reconcileTimeout).Should(Succeed())
+		Expect(apierrors.IsNotFound(getControlPlaneEtcd(ctx, optOut))).To(BeTrue(), "a Cluster that opts out gets no ControlPlaneEtcd")
 	}, SpecTimeout(2*time.Minute))
 })
 

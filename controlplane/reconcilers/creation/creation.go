@@ -142,13 +142,15 @@ var externalDefault = DefaultSpec{v1alpha1.BackendExternal, v1alpha1.ModeObserve
 const controlPlaneWaitInterval = 5 * time.Second
 
 // DefaultFor is the rule by which a Cluster gets a ControlPlaneEtcd without anyone creating one:
-// its control-plane kind has a default and it did not opt out with v1alpha1.OptOutAnnotation.
+// its control-plane kind has a default and it did not opt out with v1alpha1.OptOutAnnotation set to
+// "true" (any other value, "false" included, opts nothing out, as for every other annotation of
+// etcd-adapter).
 // The Machine hook webhook asks the same rule for a Cluster whose ControlPlaneEtcd does not exist
 // yet, so the two never disagree about which Clusters are managed. The mode it gives is the
 // kind's; the backend of a KubeadmControlPlane Cluster is then chosen by DefaultWith, in the same
 // mode (Observe) whichever its etcd.
 func DefaultFor(cluster *clusterv1.Cluster) (DefaultSpec, bool) {
-	if _, optOut := cluster.Annotations[v1alpha1.OptOutAnnotation]; optOut {
+	if cluster.Annotations[v1alpha1.OptOutAnnotation] == v1alpha1.AnnotationTrue {
 		return DefaultSpec{}, false
 	}
 	d, ok := Defaults[cluster.Spec.ControlPlaneRef.Kind]

@@ -27,7 +27,7 @@ func Test_decide(t *testing.T) {
 		c.Spec.Backend = v1alpha1.BackendExternal
 		return c
 	}
-	optOut := map[string]string{v1alpha1.OptOutAnnotation: ""}
+	optOut := map[string]string{v1alpha1.OptOutAnnotation: "true"}
 	ofOwned := &etcdMachineFacts{etcdCluster: "c-etcd", owned: "c-etcd"}
 	tests := []struct {
 		name     string
