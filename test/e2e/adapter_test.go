@@ -40,6 +40,9 @@ type adapterManager struct {
 	err    error
 	// stopped is closed by Stop.
 	stopped chan struct{}
+	// backends is the manager's registry of etcd backends, shared by its controllers and the
+	// quorum guard.
+	backends *backends.Registry
 }
 
 // startAdapter starts the etcd-adapter manager; atStep, when set, is called at each step boundary
@@ -116,12 +119,12 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOption
 		return nil, err
 	}
 	if o.webhooksOnly {
-		registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: cc}
+		a.backends = &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: cc}
 		err = errors.Join(creation.IndexByClusterName(ctx, mgr.GetFieldIndexer()),
-			(&quorumguard.Guard{Client: mgr.GetClient(), Backends: registry}).SetupWithManager(mgr),
+			(&quorumguard.Guard{Client: mgr.GetClient(), Backends: a.backends}).SetupWithManager(mgr),
 			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
 	} else {
-		_, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: !o.noWebhooks, CallTimeout: observeTimeout, AtStep: o.atStep})
+		a.backends, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: !o.noWebhooks, CallTimeout: observeTimeout, AtStep: o.atStep})
 	}
 	if err != nil {
 		cancel()

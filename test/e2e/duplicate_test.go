@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +70,43 @@ var _ = Describe("One ControlPlaneEtcd per Cluster", func() {
 		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(twin), got)).To(Succeed())
 		Expect(got.Status.Removal).To(BeNil(), "a duplicate runs no removal flow")
 		Expect(got.Status.Members).To(BeEmpty(), "a duplicate observes nothing")
+	}, SpecTimeout(5*time.Minute))
+
+	It("keeps the etcd backend of the one in charge when a duplicate is deleted", func(ctx SpecContext) {
+		By("a kubeadm Cluster in Observe mode (KCP's default), whose backend the quorum guard shares")
+		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeObserve)
+		c.expectMembers(ctx, 3)
+		inUse, err := adapter.backends.For(ctx, c.cluster, v1alpha1.BackendKubeadm)
+		Expect(err).NotTo(HaveOccurred())
+
+		By("a duplicate ControlPlaneEtcd, reconciled against the same Cluster, then deleted as its condition asks")
+		twin := &v1alpha1.ControlPlaneEtcd{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.cpe.Namespace, Name: "twin"},
+			Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: c.cluster.Name, Backend: v1alpha1.BackendKubeadm, Mode: v1alpha1.ModeObserve},
+		}
+		Expect(mgmt.Client.Create(ctx, twin)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.ControlPlaneEtcd{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(twin), got)).To(Succeed())
+			g.Expect(findCondition(got, v1alpha1.AvailableCondition)).To(HaveField("Reason", v1alpha1.DuplicateReason))
+		}, reconcileTimeout).Should(Succeed())
+		Expect(mgmt.Client.Delete(ctx, twin)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(twin), &v1alpha1.ControlPlaneEtcd{}))
+		}, reconcileTimeout).Should(BeTrue())
+
+		By("the backend in use stays open and is still the one handed out")
+		// The deletion's pass runs within a second of the object going; a closed backend answers
+		// every call with an error from then on.
+		Consistently(func(g Gomega) {
+			obsCtx, cancel := context.WithTimeout(ctx, observeTimeout)
+			defer cancel()
+			_, err := inUse.Observe(obsCtx)
+			g.Expect(err).NotTo(HaveOccurred(), "the backend the one in charge and the guard use must not be closed")
+			now, err := adapter.backends.For(ctx, c.cluster, v1alpha1.BackendKubeadm)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(now).To(BeIdenticalTo(inUse))
+		}, 10*time.Second, time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
 })
 

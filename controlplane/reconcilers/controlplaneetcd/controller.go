@@ -67,7 +67,7 @@ type Reconciler struct {
 	AtStep func(ctx context.Context, step string)
 
 	controller controller.Controller
-	// seen maps a ControlPlaneEtcd's key to the UID of the Cluster it was last reconciled
+	// seen maps a ControlPlaneEtcd's key to the Cluster (seenCluster) it was last reconciled
 	// against (see forget.go).
 	seen sync.Map
 	// versions maps a ControlPlaneEtcd's key to the newest resourceVersion this controller
@@ -151,22 +151,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	cpe, err := r.read(ctx, req.NamespacedName)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(ctx, req.NamespacedName)
+			return ctrl.Result{}, r.forget(ctx, req.NamespacedName)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cpe.Namespace, Name: cpe.Spec.ClusterName}, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(ctx, req.NamespacedName)
 			log.Info("Waiting for Cluster to exist", "Cluster", klog.KRef(cpe.Namespace, cpe.Spec.ClusterName))
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.forget(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, fmt.Errorf("failed to get Cluster %s: %w", cpe.Spec.ClusterName, err)
 	}
 	log = log.WithValues("Cluster", klog.KObj(cluster))
 	ctx = ctrl.LoggerInto(ctx, log)
-	r.clusterSeen(ctx, req.NamespacedName, cluster.UID)
+	if err := r.clusterSeen(ctx, req.NamespacedName, cluster); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	helper, err := patch.NewHelper(cpe, r.recording())
 	if err != nil {
