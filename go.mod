@@ -2,6 +2,8 @@ module github.com/etcd-adapter/etcd-adapter
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/blang/semver/v4 v4.0.0

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -72,6 +73,8 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	if err != nil {
 		return nil, fmt.Errorf("invalid diagnostics or TLS flags: %w", err)
 	}
+	tlsOptions = append(tlsOptions, disableHTTP2)
+	metricsOptions.TLSOpts = append(metricsOptions.TLSOpts, disableHTTP2)
 	if o.DiagnosticsCertDir != "" {
 		// Note: with a certificate from cert-manager (config/default) Prometheus verifies the
 		// endpoint against its CA instead of skipping verification.
@@ -119,6 +122,14 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// disableHTTP2 makes the webhook and metrics servers speak HTTP/1.1 only. HTTP/2's stream
+// reset flood (CVE-2023-44487, "rapid reset") lets one client keep a server busy at little cost;
+// the apiserver calls webhooks and Prometheus scrapes over HTTP/1.1 as well, so nothing is lost.
+// The kubebuilder scaffold and Cluster API's managers turn it off the same way.
+func disableHTTP2(c *tls.Config) {
+	c.NextProtos = []string{"http/1.1"}
 }
 
 // controllerConfig is the configuration every controller of the manager gets.

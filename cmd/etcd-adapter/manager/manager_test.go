@@ -2,11 +2,15 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -147,6 +151,7 @@ func TestRun(t *testing.T) {
 
 	g.Eventually(func() (int, error) { return statusOf("http://" + health + "/readyz") }).WithTimeout(time.Minute).Should(Equal(http.StatusOK))
 	g.Expect(statusOf("http://" + health + "/healthz")).To(Equal(http.StatusOK))
+	g.Expect(webhookProtocol(wh)).To(Equal("http/1.1"), "HTTP/2 is off on the webhook server (CVE-2023-44487)")
 
 	cluster := createCluster(ctx, g, ns, "k3s-a", nil)
 	cpe := waitForStatus(ctx, g, ns, cluster.Name)
@@ -275,4 +280,21 @@ func managersOf(obj client.Object) []string {
 		}
 	}
 	return out
+}
+
+// webhookProtocol is the application protocol the webhook server agrees to with a client that
+// offers HTTP/2 first, as the apiserver's client does.
+func webhookProtocol(wh *envtest.WebhookInstallOptions) (string, error) {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(wh.LocalServingCAData) {
+		return "", fmt.Errorf("no CA certificate in envtest's webhook serving CA data")
+	}
+	conn, err := tls.Dial("tcp", net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort)), &tls.Config{
+		NextProtos: []string{"h2", "http/1.1"}, RootCAs: roots, MinVersion: tls.VersionTLS12,
+	})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().NegotiatedProtocol, nil
 }
