@@ -134,7 +134,8 @@ const (
 // Progressing condition of a ControlPlaneEtcd, and its reasons: is a membership change under
 // way, or stuck.
 const (
-	// ProgressingCondition is True while a member removal is under way or blocked.
+	// ProgressingCondition is True while a member removal is under way or blocked, or while the
+	// ghost cleanup waits for a member that may still be joining.
 	ProgressingCondition = "Progressing"
 
 	// ProgressingMemberRemovalReason: a member removal is under way.
@@ -150,6 +151,13 @@ const (
 
 	// ProgressingRemovalTimedOutReason: a removal waited longer than spec.memberRemovalTimeout.
 	ProgressingRemovalTimedOutReason = "MemberRemovalTimedOut"
+
+	// ProgressingWaitingForJoinReason: a member that has not started is on a Node that exists
+	// (of a Machine not being deleted, or of none), so its join may still be under way: kubeadm
+	// join without ControlPlaneKubeletLocalMode registers the Node before it adds the etcd
+	// learner, which has no name until its static Pod starts. The ghost cleanup leaves it alone
+	// until its first sighting plus spec.joinTimeout; the message names the member and that time.
+	ProgressingWaitingForJoinReason = "WaitingForMemberJoin"
 
 	// ProgressingModeNotSupportedReason: the ControlPlaneEtcd asks for mode Manage with a backend
 	// whose members run on no Machine of the Cluster (external etcd other than an

@@ -59,6 +59,15 @@ const (
 	// DefaultMemberRemovalTimeout is how long a member removal may wait before the controller
 	// stops waiting and says so.
 	DefaultMemberRemovalTimeout = 10 * time.Minute
+	// DefaultJoinTimeout is how long a member that has not started, on a Node that exists, is
+	// given to start before it counts as left behind by a failed join. kubeadm join stops waiting
+	// for the learner it added after at most two Timeouts.EtcdAPICall (listing the members, then
+	// waiting for the learner to start in MemberPromote; k8s.io/kubernetes v1.36.3
+	// cmd/kubeadm/app/util/etcd/etcd.go), 4m with kubeadm's default of 2m
+	// (cmd/kubeadm/app/constants EtcdAPICallTimeout), and fails the join. The default is more
+	// than twice that, so a JoinConfiguration that raised timeouts.etcdAPICall up to 5m still
+	// finishes waiting first.
+	DefaultJoinTimeout = 10 * time.Minute
 )
 
 // ObservationIntervalOrDefault returns spec.observationInterval, or DefaultObservationInterval
@@ -88,6 +97,14 @@ func (s ControlPlaneEtcdSpec) MemberRemovalTimeoutOrDefault() time.Duration {
 	return s.MemberRemovalTimeout.Duration
 }
 
+// JoinTimeoutOrDefault returns spec.joinTimeout, or DefaultJoinTimeout when unset.
+func (s ControlPlaneEtcdSpec) JoinTimeoutOrDefault() time.Duration {
+	if s.JoinTimeout == nil || s.JoinTimeout.Duration <= 0 {
+		return DefaultJoinTimeout
+	}
+	return s.JoinTimeout.Duration
+}
+
 // ControlPlaneEtcdSpec is the desired behaviour for the etcd of one CAPI Cluster.
 type ControlPlaneEtcdSpec struct {
 	// ClusterName is the name of the CAPI Cluster in the same namespace.
@@ -115,6 +132,15 @@ type ControlPlaneEtcdSpec struct {
 	// waiting, keeps the Machine's hook and says why; default 10m.
 	// +optional
 	MemberRemovalTimeout *metav1.Duration `json:"memberRemovalTimeout,omitempty"`
+
+	// JoinTimeout is how long a member that has not started, placed on a Node that exists and
+	// whose Machine (if any) is not being deleted, is given to start before mode Manage removes
+	// it as left behind by a failed join; counted from status.notStartedMembers[].firstSeenTime.
+	// kubeadm join (without ControlPlaneKubeletLocalMode) registers the Node before it adds the
+	// etcd learner, which has no name until its static Pod starts. Default 10m; set it above
+	// twice the timeouts.etcdAPICall of your kubeadm JoinConfiguration.
+	// +optional
+	JoinTimeout *metav1.Duration `json:"joinTimeout,omitempty"`
 }
 
 // MemberRole is a member's part in raft.
@@ -240,6 +266,21 @@ type MemberRemovalStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// NotStartedMemberStatus is a member etcd lists that has not started (it has no name), and
+// since when etcd-adapter knows it.
+type NotStartedMemberStatus struct {
+	// ID is the etcd member ID in hexadecimal, as etcdctl member list shows it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16
+	ID string `json:"id"`
+
+	// FirstSeenTime is when etcd-adapter first saw the member not started; etcd added it then or
+	// earlier.
+	// +required
+	FirstSeenTime metav1.Time `json:"firstSeenTime"`
+}
+
 // ControlPlaneEtcdStatus is the etcd of the Cluster as last observed.
 type ControlPlaneEtcdStatus struct {
 	// Conditions: EtcdClusterHealthy (KubeadmControlPlane's reasons), Available, Degraded,
@@ -283,6 +324,15 @@ type ControlPlaneEtcdStatus struct {
 	// Removal is the member removal in progress, or the last one done.
 	// +optional
 	Removal *MemberRemovalStatus `json:"removal,omitempty"`
+
+	// NotStartedMembers are the members seen not started in mode Manage on kubeadm, with when
+	// each was first seen so: the clock of spec.joinTimeout, kept here so that it survives a
+	// restart of etcd-adapter. A member leaves the list once it started or is gone.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=32
+	NotStartedMembers []NotStartedMemberStatus `json:"notStartedMembers,omitempty"`
 
 	// ObservedGeneration is the generation the status was last computed for.
 	// +optional

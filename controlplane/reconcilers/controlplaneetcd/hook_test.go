@@ -2,6 +2,7 @@ package controlplaneetcd
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,6 +73,11 @@ func Test_scope_otherPreTerminateHooks(t *testing.T) {
 }
 
 func Test_firstGhost(t *testing.T) {
+	deleting := metav1.Now()
+	seenLongAgo := func(s *scope) {
+		s.cpe.Status.NotStartedMembers = []v1alpha1.NotStartedMemberStatus{
+			{ID: "2", FirstSeenTime: metav1.NewTime(now.Add(-v1alpha1.DefaultJoinTimeout))}}
+	}
 	tests := []struct {
 		name      string
 		setup     func(s *scope)
@@ -87,7 +93,29 @@ func Test_firstGhost(t *testing.T) {
 		{"The K3s-named member of a Machine whose Node object was deleted is never a ghost", func(s *scope) {
 			s.snapshot.Members[2].NodeName, s.snapshot.Members[2].Name = "", "cp-2-0a1b2c3d"
 		}, 0},
-		{"A member that never started is a ghost, wherever it is placed", func(s *scope) { s.snapshot.Members[1].Name = "" }, 2},
+		{"A member that never started on a running Machine's Node is not a ghost while its join may be under way", func(s *scope) {
+			s.snapshot.Members[1].Name = ""
+		}, 0},
+		{"A member that never started on a running Machine's Node is a ghost once spec.joinTimeout passed since it was first seen", func(s *scope) {
+			s.snapshot.Members[1].Name = ""
+			seenLongAgo(s)
+		}, 2},
+		{"spec.joinTimeout sets how long a join is waited for", func(s *scope) {
+			s.snapshot.Members[1].Name = ""
+			s.cpe.Status.NotStartedMembers = []v1alpha1.NotStartedMemberStatus{{ID: "2", FirstSeenTime: metav1.NewTime(now.Add(-time.Minute))}}
+			s.cpe.Spec.JoinTimeout = &metav1.Duration{Duration: time.Minute}
+		}, 2},
+		{"A member that never started on no Node is a ghost at once", func(s *scope) {
+			s.snapshot.Members[1].Name, s.snapshot.Members[1].NodeName = "", ""
+		}, 2},
+		{"A member that never started on a deleting Machine's Node is a ghost at once", func(s *scope) {
+			s.snapshot.Members[1].Name = ""
+			s.machines[1].DeletionTimestamp = &deleting
+		}, 2},
+		{"A member that never started on a Node without a Machine is not a ghost while its join may be under way", func(s *scope) {
+			s.snapshot.Members[2].Name = ""
+			s.machines = s.machines[:2]
+		}, 0},
 		{"A started member on a Node without a Machine is not removed: its Machine may not exist yet", func(s *scope) {
 			s.machines = s.machines[:2]
 		}, 0},

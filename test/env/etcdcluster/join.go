@@ -25,22 +25,56 @@ func (c *Cluster) AddLearner(ctx context.Context, spec MemberSpec) (*Member, err
 	return m, c.startAsLearner(ctx, m, spec.MemberName)
 }
 
-// startAsLearner adds m to the cluster as a learner, as `kubeadm join` does, starts it under
-// name and returns once it serves clients.
-func (c *Cluster) startAsLearner(ctx context.Context, m *Member, name string) error {
-	resp, err := c.memberAddAsLearner(ctx, m.PeerURL())
-	if err != nil {
-		return err
+// AddLearnerNotStarted adds a member as a learner (MemberAddAsLearner) and does not start it:
+// until StartLearner, etcd lists it with its peer URL and no name, as it lists the learner that
+// kubeadm join added while the etcd static Pod has not started yet (its image is being pulled).
+// The member is among Members at once, not running, with the ID etcd gave it.
+func (c *Cluster) AddLearnerNotStarted(ctx context.Context, spec MemberSpec) (*Member, error) {
+	spec = spec.withDefaults()
+	if c.Member(spec.MemberName) != nil {
+		return nil, fmt.Errorf("failed to add etcd learner %s: name in use", spec.MemberName)
 	}
-	m.initialCluster = joinInitialCluster(resp, name)
-	m.clusterState = embed.ClusterStateFlagExisting
-	c.mu.Lock()
-	c.members = append(c.members, m)
-	c.mu.Unlock()
+	m, err := newMember(c.settings, spec)
+	if err != nil {
+		return nil, err
+	}
+	return m, c.addAsLearner(ctx, m, spec.MemberName)
+}
+
+// StartLearner starts a learner that AddLearnerNotStarted added, as its static Pod starts, and
+// returns once it serves clients. It fails when etcd no longer lists the learner (the etcd
+// server then refuses the member list it was added with).
+func (c *Cluster) StartLearner(ctx context.Context, m *Member) error {
 	if err := m.start(); err != nil {
 		return err
 	}
 	return m.waitReady(ctx)
+}
+
+// startAsLearner adds m to the cluster as a learner, as `kubeadm join` does, starts it under
+// name and returns once it serves clients.
+func (c *Cluster) startAsLearner(ctx context.Context, m *Member, name string) error {
+	if err := c.addAsLearner(ctx, m, name); err != nil {
+		return err
+	}
+	return c.StartLearner(ctx, m)
+}
+
+// addAsLearner adds m to the cluster as a learner to be started under name.
+func (c *Cluster) addAsLearner(ctx context.Context, m *Member, name string) error {
+	resp, err := c.memberAddAsLearner(ctx, m.PeerURL())
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.initialCluster = joinInitialCluster(resp, name)
+	m.clusterState = embed.ClusterStateFlagExisting
+	m.id = resp.Member.ID
+	m.mu.Unlock()
+	c.mu.Lock()
+	c.members = append(c.members, m)
+	c.mu.Unlock()
+	return nil
 }
 
 // JoinLearner adds and starts a learner named name listening on ip; the Node name is the

@@ -79,7 +79,8 @@ func (m *Member) PeerURL() string { return m.peer.String() }
 // DataDir returns the member's etcd data directory.
 func (m *Member) DataDir() string { return filepath.Join(m.dir, "data") }
 
-// ID returns the member ID, known once the member has started for the first time.
+// ID returns the member ID, known once the member was added as a learner or has started for
+// the first time.
 func (m *Member) ID() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // initCloudConfig is the shape of the kubeadm bootstrap provider's cloud-config, cut down.
@@ -66,4 +68,32 @@ func TestParseBootstrapDataNeither(t *testing.T) {
 	g := NewWithT(t)
 	_, err := parseBootstrapData([]byte("#cloud-config\nruncmd:\n  - echo hello\n"))
 	g.Expect(err).To(MatchError(ContainSubstring("kubeadm init")))
+}
+
+func Test_joinOrderOf(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  string
+		want workload.JoinOrder
+	}{
+		{"v1.36 has ControlPlaneKubeletLocalMode GA: etcd first", "kubernetesVersion: v1.36.3\n", workload.JoinEtcdFirst},
+		{"v1.34 with the gate on by default: etcd first", "kubernetesVersion: v1.34.1\n", workload.JoinEtcdFirst},
+		{"v1.34 with the gate off: Node first", "kubernetesVersion: v1.34.1\nfeatureGates:\n  ControlPlaneKubeletLocalMode: false\n", workload.JoinNodeFirst},
+		{"v1.32 with the gate off by default: Node first", "kubernetesVersion: v1.32.4\n", workload.JoinNodeFirst},
+		{"v1.32 with the gate on, as KubeadmControlPlane sets it from v1.31: etcd first", "kubernetesVersion: v1.32.4\nfeatureGates:\n  ControlPlaneKubeletLocalMode: true\n", workload.JoinEtcdFirst},
+		{"v1.30 has no such gate: Node first", "kubernetesVersion: v1.30.2\nfeatureGates:\n  ControlPlaneKubeletLocalMode: true\n", workload.JoinNodeFirst},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := joinOrderOf(tt.cfg)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tt.want))
+		})
+	}
+	t.Run("A ClusterConfiguration without a version is refused", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := joinOrderOf("clusterName: kcp\n")
+		g.Expect(err).To(MatchError(ContainSubstring("kubernetesVersion")))
+	})
 }

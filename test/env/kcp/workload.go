@@ -14,6 +14,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
 	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // Timings of the kubelet stand-ins on KCP's Nodes.
@@ -44,11 +45,21 @@ func newWorkloadCluster(api *workloadAPIServer) *workloadCluster {
 
 // provision does on the Machine's host what the bootstrap data says: `kubeadm init` starts a
 // one-member etcd cluster and uploads kubeadm's objects; `kubeadm join` adds a learner, starts
-// it and promotes it. Either then registers the Node (providerID set) and its static Pods.
-// A Node already provisioned is left alone.
+// it and promotes it. The Node registers (providerID set) and its static Pods appear after the
+// member started, except for a join without ControlPlaneKubeletLocalMode, whose Node registers
+// first (joinNodeFirst). A Node already provisioned is left alone.
 func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID string, bd *bootstrapData) error {
 	if w.kubelet(nodeName) != nil {
 		return nil
+	}
+	if !bd.Init {
+		order, err := w.joinOrder(ctx)
+		if err != nil {
+			return err
+		}
+		if order == workload.JoinNodeFirst {
+			return w.joinNodeFirst(ctx, nodeName, providerID, bd)
+		}
 	}
 	member, err := w.startMember(ctx, nodeName, bd)
 	if err != nil || member == nil {
@@ -64,6 +75,22 @@ func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID st
 		}
 	}
 	return w.startNode(ctx, nodeName, providerID, member)
+}
+
+// joinNodeFirst plays `kubeadm join --control-plane` without ControlPlaneKubeletLocalMode:
+// kubelet-start waits for the kubelet's TLS bootstrap, so the Node registers; then
+// control-plane-join adds the etcd learner, starts it and promotes it, and the kubelet runs the
+// static Pods (see workload.JoinNodeFirst). A join set to fail (FailNextJoin) leaves the
+// registered Node with a learner that never starts.
+func (w *workloadCluster) joinNodeFirst(ctx context.Context, nodeName, providerID string, bd *bootstrapData) error {
+	if err := w.startKubelet(ctx, nodeName, providerID); err != nil {
+		return err
+	}
+	member, err := w.startMember(ctx, nodeName, bd)
+	if err != nil || member == nil {
+		return err
+	}
+	return w.attachMember(ctx, nodeName, member)
 }
 
 // startMember starts the Node's etcd member the way kubeadm does. It returns nil and no error
@@ -117,10 +144,19 @@ func (w *workloadCluster) initEtcd(ctx context.Context, nodeName string, bd *boo
 	return c.MemberOnNode(nodeName), nil
 }
 
-// startNode registers the control-plane Node, starts its kubelet stand-in (forwarding the
-// etcd Pod's 2379 to the member, through a memberGuard, and the kube-apiserver Pod's 6443 to the apiserver) and
-// creates the static Pods.
+// startNode registers the control-plane Node, starts its kubelet stand-in and attaches the
+// member.
 func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID string, member *etcdcluster.Member) error {
+	if err := w.startKubelet(ctx, nodeName, providerID); err != nil {
+		return err
+	}
+	return w.attachMember(ctx, nodeName, member)
+}
+
+// startKubelet registers the control-plane Node and starts its kubelet stand-in, forwarding the
+// kube-apiserver Pod's 6443 to the apiserver; the etcd Pod's 2379 goes nowhere until
+// attachMember.
+func (w *workloadCluster) startKubelet(ctx context.Context, nodeName, providerID string) error {
 	if err := w.registerNode(ctx, nodeName, providerID); err != nil {
 		return err
 	}
@@ -128,16 +164,9 @@ func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID st
 	if err != nil {
 		return err
 	}
-	guard, err := startGuard(member, w.members)
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	w.guards[nodeName] = guard
-	w.mu.Unlock()
 	kl, err := kubelet.Start(ctx, kubelet.Options{
 		NodeName: nodeName, Config: w.api.Config, ProviderID: providerID,
-		Targets:           map[int32]string{kubelet.EtcdPort: guard.Address(), apiServerPort: apiAddr},
+		Targets:           map[int32]string{apiServerPort: apiAddr},
 		HeartbeatInterval: heartbeatInterval, PodSyncInterval: podSyncInterval,
 	})
 	if err != nil {
@@ -146,6 +175,24 @@ func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID st
 	w.mu.Lock()
 	w.kubelets[nodeName] = kl
 	w.mu.Unlock()
+	return nil
+}
+
+// attachMember forwards the etcd Pod's 2379 on the Node to the member, through a memberGuard,
+// and creates the static Pods, as the kubelet shows them once it runs them.
+func (w *workloadCluster) attachMember(ctx context.Context, nodeName string, member *etcdcluster.Member) error {
+	guard, err := startGuard(member, w.members)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.guards[nodeName] = guard
+	kl := w.kubelets[nodeName]
+	w.mu.Unlock()
+	if kl == nil {
+		return fmt.Errorf("failed to attach the etcd member of Node %s: no kubelet stand-in", nodeName)
+	}
+	kl.Retarget(kubelet.EtcdPort, guard.Address())
 	return createStaticPods(ctx, w.api.Client, nodeName)
 }
 

@@ -35,6 +35,10 @@ type Options struct {
 	Targets map[int32]string
 	// ProviderID is set on a Node the stand-in creates; optional.
 	ProviderID string
+	// NodeIP is the Node's InternalIP, where the stand-in listens: a loopback address
+	// (127.0.0.0/8); empty means NodeIP. A Node of its own address lets a member that never
+	// started be placed on it by its peer URL, as kubeadm join advertises the Node's address.
+	NodeIP string
 	// HeartbeatInterval and PodSyncInterval default to DefaultHeartbeatInterval and
 	// DefaultPodSyncInterval.
 	HeartbeatInterval, PodSyncInterval time.Duration
@@ -104,6 +108,9 @@ func newKubelet(opts Options) (*Kubelet, error) {
 	}
 	if opts.KubeletVersion == "" {
 		opts.KubeletVersion = DefaultKubeletVersion
+	}
+	if opts.NodeIP == "" {
+		opts.NodeIP = NodeIP
 	}
 	c, err := client.New(opts.Config, client.Options{})
 	if err != nil {

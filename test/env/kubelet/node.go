@@ -10,8 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// NodeIP is the Node's only address. Note: the Node has no Hostname address on purpose, so
-// the apiserver's default preferred address types pick InternalIP without any flag.
+// NodeIP is the Node's only address unless Options.NodeIP says otherwise. Note: the Node has
+// no Hostname address on purpose, so the apiserver's default preferred address types pick
+// InternalIP without any flag.
 const NodeIP = "127.0.0.1"
 
 // readyOverride is a Ready condition set by SetNotReady that heartbeats keep reporting.
@@ -53,7 +54,7 @@ func (k *Kubelet) heartbeat(ctx context.Context) error {
 
 // writeNodeStatus sets everything the kubelet owns in the Node's status.
 func (k *Kubelet) writeNodeStatus(status *corev1.NodeStatus) {
-	status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: NodeIP}}
+	status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: k.opts.NodeIP}}
 	status.DaemonEndpoints.KubeletEndpoint.Port = k.Port()
 	status.NodeInfo.KubeletVersion = k.opts.KubeletVersion
 	status.NodeInfo.OperatingSystem = "linux"

@@ -44,7 +44,7 @@ func (k *Kubelet) markRunning(ctx context.Context, pod *corev1.Pod) error {
 	if isRunningAndReady(pod) {
 		return nil
 	}
-	setRunning(&pod.Status, pod.Spec.Containers)
+	setRunning(&pod.Status, pod.Spec.Containers, k.opts.NodeIP)
 	if err := k.client.Status().Update(ctx, pod); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("failed to update Pod %s status: %w", client.ObjectKeyFromObject(pod), err))
 	}
@@ -64,14 +64,15 @@ func isRunningAndReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// setRunning writes a Running, Ready status with one running container status per container.
-func setRunning(status *corev1.PodStatus, containers []corev1.Container) {
+// setRunning writes a Running, Ready status with one running container status per container,
+// on the host network of the Node whose address is ip.
+func setRunning(status *corev1.PodStatus, containers []corev1.Container, ip string) {
 	now := metav1.Now()
 	status.Phase = corev1.PodRunning
-	status.HostIP = NodeIP
-	status.HostIPs = []corev1.HostIP{{IP: NodeIP}}
-	status.PodIP = NodeIP
-	status.PodIPs = []corev1.PodIP{{IP: NodeIP}}
+	status.HostIP = ip
+	status.HostIPs = []corev1.HostIP{{IP: ip}}
+	status.PodIP = ip
+	status.PodIPs = []corev1.PodIP{{IP: ip}}
 	status.StartTime = &now
 	status.Conditions = nil
 	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {

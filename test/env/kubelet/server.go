@@ -15,13 +15,13 @@ import (
 // documentation); one CA per process saves generating an RSA key per kubelet.
 var servingCA = sync.OnceValues(pki.NewCA)
 
-// listen opens the kubelet's TLS port on NodeIP and starts serving it.
+// listen opens the kubelet's TLS port on the Node's IP and starts serving it.
 func (k *Kubelet) listen() error {
 	cfg, err := k.servingTLSConfig()
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(NodeIP, "0"))
+	l, err := net.Listen("tcp", net.JoinHostPort(k.opts.NodeIP, "0"))
 	if err != nil {
 		return fmt.Errorf("failed to listen for kubelet %s: %w", k.opts.NodeName, err)
 	}
@@ -43,7 +43,7 @@ func (k *Kubelet) servingTLSConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create kubelet serving CA: %w", err)
 	}
-	kp, err := ca.NewServerCert(k.opts.NodeName, net.ParseIP(NodeIP))
+	kp, err := ca.NewServerCert(k.opts.NodeName, net.ParseIP(k.opts.NodeIP))
 	if err != nil {
 		return nil, fmt.Errorf("failed to issue kubelet serving certificate: %w", err)
 	}

@@ -35,7 +35,7 @@ func CreateEtcdPod(ctx context.Context, c client.Client, nodeName string) (*core
 	}
 	// A patch, not an update: the Node's kubelet stand-in may be marking the Pod at once.
 	base := pod.DeepCopy()
-	setRunning(&pod.Status, pod.Spec.Containers)
+	setRunning(&pod.Status, pod.Spec.Containers, internalIP(node))
 	if err := c.Status().Patch(ctx, pod, client.MergeFrom(base)); err != nil {
 		return nil, fmt.Errorf("failed to mark Pod %s running: %w", client.ObjectKeyFromObject(pod), err)
 	}
@@ -77,4 +77,14 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 		return fmt.Errorf("failed to create Namespace %s: %w", name, err)
 	}
 	return nil
+}
+
+// internalIP is the Node's InternalIP, or NodeIP when it has none yet.
+func internalIP(node *corev1.Node) string {
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return NodeIP
 }

@@ -70,21 +70,35 @@ func (o KubeadmOptions) withDefaults() KubeadmOptions {
 	return o
 }
 
-// AddNode starts the member's Node: a kubelet stand-in forwarding 2379 to the member, and the
-// member's static Pod kube-system/etcd-<node>. StartKubeadm calls it for every initial member;
-// call it for a member that joins later (etcdcluster.AddLearner).
+// AddNode starts the member's Node: a kubelet stand-in on the member's address forwarding 2379
+// to the member, and the member's static Pod kube-system/etcd-<node>. StartKubeadm calls it for
+// every initial member; call it for a member that joins later (etcdcluster.AddLearner), or play
+// the join in kubeadm's order with NewJoin.
 func (k *Kubeadm) AddNode(ctx context.Context, m *etcdcluster.Member) error {
+	if err := k.startKubelet(ctx, m.NodeName(), m.IP(), "", map[int32]string{kubelet.EtcdPort: m.ClientAddress()}); err != nil {
+		return err
+	}
+	return k.createEtcdPod(ctx, m.NodeName())
+}
+
+// startKubelet starts the kubelet stand-in of a Node, which registers it with InternalIP ip.
+func (k *Kubeadm) startKubelet(ctx context.Context, node, ip, providerID string, targets map[int32]string) error {
 	kl, err := kubelet.Start(ctx, kubelet.Options{
-		NodeName: m.NodeName(), Config: k.APIServer.Config,
-		Targets:           map[int32]string{kubelet.EtcdPort: m.ClientAddress()},
-		HeartbeatInterval: k.heartbeat, PodSyncInterval: time.Second,
+		NodeName: node, Config: k.APIServer.Config, NodeIP: ip, ProviderID: providerID,
+		Targets: targets, HeartbeatInterval: k.heartbeat, PodSyncInterval: time.Second,
 	})
 	if err != nil {
-		return fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", m.NodeName(), err)
+		return fmt.Errorf("failed to start the kubelet stand-in of Node %s: %w", node, err)
 	}
 	k.addKubelet(kl)
-	if _, err := kubelet.CreateEtcdPod(ctx, k.APIServer.Client, m.NodeName()); err != nil {
-		return fmt.Errorf("failed to create the etcd Pod of Node %s: %w", m.NodeName(), err)
+	return nil
+}
+
+// createEtcdPod creates the mirror Pod of the Node's etcd static Pod, as the kubelet does once
+// it runs the Pod and can reach the apiserver.
+func (k *Kubeadm) createEtcdPod(ctx context.Context, node string) error {
+	if _, err := kubelet.CreateEtcdPod(ctx, k.APIServer.Client, node); err != nil {
+		return fmt.Errorf("failed to create the etcd Pod of Node %s: %w", node, err)
 	}
 	return nil
 }
