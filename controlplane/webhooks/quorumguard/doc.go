@@ -7,7 +7,11 @@
 // control-plane Machine the apiserver shows deleting (read uncached, oldest deletion first, the
 // order the deletion hook removes them in) and of every Machine whose deletion this guard admitted
 // but the apiserver does not show yet (admission comes before the write), then the members of the
-// Machine asked about, one after the other (etcd.CanRemoveMachines). Admissions of one Cluster are
+// Machine asked about, one after the other (etcd.CanRemoveMachines). A Machine's members are
+// projected as removed only when a hook removes them before Cluster API deletes its
+// infrastructure (etcd-adapter's own in mode Manage, KubeadmControlPlane's kcp-cleanup,
+// cluster-api-provider-rke2's rke2-cleanup, cluster-api-k3s's hook); otherwise they stay voters
+// that stop answering (see memberRemover). Admissions of one Cluster are
 // decided one at a time, so two DELETEs racing on the same observation cannot both pass; this
 // holds within one webhook process, not across replicas. The deletion that would remove the last
 // etcd member of a Cluster that is not being deleted is refused.

@@ -308,14 +308,16 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	}
 	now := time.Now()
 	going := make([]etcd.Machine, 0, len(underWay)+1)
-	for _, u := range underWay {
-		going = append(going, etcd.MachineFacts(u))
+	for _, u := range append(slices.Clip(underWay), m) {
+		f := etcd.MachineFacts(u)
+		f.MemberRemover = memberRemover(u, cpe)
+		going = append(going, f)
 	}
 	facts := make([]etcd.Machine, 0, len(all))
 	for i := range all {
 		facts = append(facts, etcd.MachineFacts(&all[i]))
 	}
-	verdict := etcd.CanRemoveMachines(snap, now, append(going, etcd.MachineFacts(m)), facts)
+	verdict := etcd.CanRemoveMachines(snap, now, going, facts)
 	switch {
 	case verdict.Allowed:
 		return allowed(verdict.Message)

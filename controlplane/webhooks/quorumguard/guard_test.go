@@ -147,16 +147,19 @@ func restMapper() meta.RESTMapper {
 	return m
 }
 
+// machine is a control-plane Machine of Cluster c on the Node, held by etcd-adapter's hook (the
+// tests' ControlPlaneEtcd is in mode Manage), so its member is removed before it goes.
 func machine(name, node string, skip bool) *clusterv1.Machine {
 	m := &clusterv1.Machine{
 		TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.MachineControlPlaneLabel: ""}},
+			Labels:      map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.MachineControlPlaneLabel: ""},
+			Annotations: map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}},
 		Spec:   clusterv1.MachineSpec{ClusterName: "c"},
 		Status: clusterv1.MachineStatus{NodeRef: clusterv1.MachineNodeReference{Name: node}},
 	}
 	if skip {
-		m.Annotations = map[string]string{v1alpha1.SkipQuorumGuardAnnotation: "true"}
+		m.Annotations[v1alpha1.SkipQuorumGuardAnnotation] = "true"
 	}
 	return m
 }
