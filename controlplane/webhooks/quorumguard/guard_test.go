@@ -133,6 +133,7 @@ func newGuard(backend etcd.Cluster, rec *recorder) *Guard {
 	return &Guard{
 		Client:     c,
 		APIReader:  c,
+		Writer:     c,
 		RESTMapper: restMapper(),
 		Backends:   staticBackend{backend},
 		Recorder:   rec,
@@ -276,7 +277,7 @@ func TestGuard_externalEtcd(t *testing.T) {
 				objs = append(objs, machine("m-"+node, node, false))
 			}
 			c := fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(objs...).Build()
-			guard.Client, guard.APIReader = c, c
+			guard.Client, guard.APIReader, guard.Writer = c, c, c
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, machine("m-cp-0", "cp-0", false), false))
 

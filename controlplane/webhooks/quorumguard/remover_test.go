@@ -92,7 +92,7 @@ func TestGuard_noRemover(t *testing.T) {
 				objs = append(objs, m)
 			}
 			c := clientWith(append(objs, cluster(), cpe)...)
-			guard.Client, guard.APIReader = c, c
+			guard.Client, guard.APIReader, guard.Writer = c, c, c
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, observed("cp-1"), false))
 
