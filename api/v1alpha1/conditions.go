@@ -237,6 +237,17 @@ const (
 	// OptOutAnnotation on a Cluster, with the value AnnotationTrue ("true"), stops a
 	// ControlPlaneEtcd from being created for it; any other value opts nothing out.
 	OptOutAnnotation = "etcd-adapter.cluster.x-k8s.io/opt-out"
+
+	// QuorumGuardLeaseSuffix ends the name of the coordination.k8s.io Lease, in a Cluster's
+	// namespace and named after it, on which the quorum guard records the deletions of the
+	// Cluster's Machines it admitted: every replica of the guard reads and writes it under a
+	// resourceVersion precondition, so admissions of one Cluster are decided one at a time across
+	// replicas.
+	QuorumGuardLeaseSuffix = "-etcd-quorum-guard"
+
+	// AdmittedDeletionsAnnotation on the quorum guard's Lease holds the deletions it admitted
+	// that the apiserver may not show yet, as a JSON list of {name, uid, at}.
+	AdmittedDeletionsAnnotation = "etcd-adapter.cluster.x-k8s.io/admitted-deletions"
 )
 
 // Events the ControlPlaneEtcd controller records for each step of a Machine's removal flow, on

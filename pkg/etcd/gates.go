@@ -43,9 +43,11 @@ func CanRemoveNode(s *Snapshot, now time.Time, nodeName string) QuorumVerdict {
 	return ProjectRemovals(members, targets)
 }
 
-// CanRemoveMachines decides whether the etcd members of every Machine in going may be removed,
-// one after the other in RemovalOrder over all of them: learners, then members that are not
-// healthy, then healthy ones. That is the order the removals can happen in: the ControlPlaneEtcd
+// CanRemoveMachines decides whether the Machines in going may be deleted together: the etcd
+// members of each one that has a MemberRemover are removed, one after the other in RemovalOrder
+// over all of them (learners, then members that are not healthy, then healthy ones); the members
+// of each one without a remover stay in the cluster and stop answering once its infrastructure
+// is deleted (ProjectChanges). That is the order the removals can happen in: the ControlPlaneEtcd
 // controller takes its deleting Machines oldest first, but one whose removal is not safe yet does
 // not hold up a later one whose removal is (the repair path: a broken member's Machine deleted to
 // replace it goes first, which makes room for the healthy one deleted before it), and every
@@ -62,11 +64,115 @@ func CanRemoveMachines(s *Snapshot, now time.Time, going, all []Machine) QuorumV
 		return CanRemoveMember(nil, now, Member{})
 	}
 	members := AssessMembers(s, now)
-	var targets []Member
+	var targets, failing []Member
 	for _, m := range going {
+		if m.MemberRemover == "" {
+			failing = append(failing, MembersOfMachine(s.Members, all, m)...)
+			continue
+		}
 		targets = append(targets, MembersOfMachine(s.Members, all, m)...)
 	}
-	return ProjectRemovals(members, RemovalOrder(members, targets))
+	return ProjectChanges(members, RemovalOrder(members, targets), failing)
+}
+
+// ProjectChanges decides whether the members in failing may stop answering while they stay in
+// the cluster (the infrastructure of their Machine is deleted and nothing removes them first),
+// and the targets then be removed one after the other, in the order given (ProjectRemovals).
+//
+// A member that stops answering is still a voter: it counts toward the quorum size and not as
+// healthy, so after it healthy voters must stay a strict majority of voters even if every learner
+// were promoted, as after a removal. A member that is not a healthy voter already counts so, and
+// its stopping changes nothing. The failures are projected before the removals: whatever order
+// they happen in, every state they pass through has at least as many healthy voters, so that
+// order is the one to check.
+//
+// Worked cases (all voters): 3 healthy, one stops answering: 2 of 3, allowed; two stop: 1 of 3,
+// refused. 3 healthy, one removed and one stops answering: once the other stops, removing the
+// first leaves 1 of 2, refused. 3 with 1 down, the down one's Machine deleted without a remover:
+// nothing changes, allowed.
+func ProjectChanges(members []MemberHealth, targets, failing []Member) QuorumVerdict {
+	after, stopping := stopAnswering(members, failing)
+	if len(stopping) == 0 {
+		v := ProjectRemovals(members, targets)
+		if v.Reason == v1alpha1.MemberRemovalNoMemberReason && len(failing) > 0 {
+			v.Message = "none of the etcd members that stop answering is a healthy voter, and none is removed; the quorum counts do not change"
+		}
+		return v
+	}
+	stopped := fmt.Sprintf("once %s, which nothing removes before %s infrastructure is deleted, %s answering",
+		removedList(stopping), verb(stopping, "its Machine's", "their Machines'"), verb(stopping, "stops", "stop"))
+	if before := countQuorum(members); !before.canCommit() {
+		if before.mayCommit() {
+			return QuorumVerdict{Reason: v1alpha1.MemberRemovalHealthUnknownReason,
+				Message: fmt.Sprintf("whether etcd has quorum is unknown: %s; no member is known to be safe to lose until enough of them are known to be healthy", before)}
+		}
+		return QuorumVerdict{Reason: v1alpha1.MemberRemovalQuorumLostReason,
+			Message: fmt.Sprintf("quorum is already lost: %s", before)}
+	}
+	if c := countQuorum(after); !c.keepsMajority() {
+		return lastMemberOr(members, targets, failing, QuorumVerdict{Reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			Message: fmt.Sprintf("%s, quorum is lost: %s", stopped, c)})
+	}
+	v := ProjectRemovals(after, targets)
+	switch {
+	case v.Reason == v1alpha1.MemberRemovalWouldLoseQuorumReason:
+		return lastMemberOr(members, targets, failing, QuorumVerdict{Reason: v.Reason, Message: fmt.Sprintf("%s, %s", stopped, v.Message)})
+	case v.Reason == v1alpha1.MemberRemovalNoMemberReason:
+		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalSafeReason,
+			Message: fmt.Sprintf("%s, quorum holds: %s", stopped, countQuorum(after))}
+	case v.Allowed:
+		v.Message = fmt.Sprintf("%s, quorum holds: %s; then %s", stopped, countQuorum(after), v.Message)
+	default:
+		v.Message = fmt.Sprintf("%s, %s", stopped, v.Message)
+	}
+	return v
+}
+
+// lastMemberOr says LastMember instead of the refusal v when every member is removed or stops
+// answering: no member that answers is left, and the cluster is destroyed.
+func lastMemberOr(members []MemberHealth, targets, failing []Member, v QuorumVerdict) QuorumVerdict {
+	for _, mh := range members {
+		going := func(m Member) bool { return m.ID == mh.Member.ID }
+		if !slices.ContainsFunc(targets, going) && !slices.ContainsFunc(failing, going) {
+			return v
+		}
+	}
+	return QuorumVerdict{Reason: v1alpha1.MemberRemovalLastMemberReason,
+		Message: "every etcd member is removed or stops answering, which destroys the cluster: " + v.Message}
+}
+
+// stopAnswering returns the members with every member of failing counted unhealthy, and the
+// healthy voters among failing: the ones whose stopping changes the quorum counts.
+func stopAnswering(members []MemberHealth, failing []Member) ([]MemberHealth, []Member) {
+	out := append([]MemberHealth(nil), members...)
+	var stopping []Member
+	for i, mh := range out {
+		if !slices.ContainsFunc(failing, func(f Member) bool { return f.ID == mh.Member.ID }) {
+			continue
+		}
+		if !mh.Member.IsLearner && mh.Health == Healthy {
+			stopping = append(stopping, mh.Member)
+		}
+		out[i].Health = Unhealthy
+		out[i].Message = "stops answering: its Machine's infrastructure is deleted while it is a member"
+	}
+	return out, stopping
+}
+
+// removedList names members for "once ... stops answering".
+func removedList(ms []Member) string {
+	if len(ms) == 1 {
+		return fmt.Sprintf("etcd member %s", ms[0])
+	}
+	return fmt.Sprintf("etcd members %s", memberList(ms))
+}
+
+// verb picks the singular or plural form for the members.
+func verb(ms []Member, one, many string) string {
+	if len(ms) == 1 {
+		return one
+	}
+	return many
 }
 
 // ProjectRemovals decides whether the targets may be removed one after the other, in the order

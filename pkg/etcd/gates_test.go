@@ -98,6 +98,8 @@ func TestCanRemoveMachines(t *testing.T) {
 		all     []Machine
 		allowed bool
 		reason  string
+		// noRemover leaves every going Machine without a MemberRemover; otherwise each has one.
+		noRemover bool
 	}{
 		{name: "Two of three healthy Machines going keeps quorum", snapshot: cluster(3),
 			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
@@ -125,13 +127,100 @@ func TestCanRemoveMachines(t *testing.T) {
 			snapshot: with(cluster(3), evidence(3, unreachable("connection refused"))),
 			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-2", NodeName: "cp-2"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
 		{name: "No snapshot is never safe", going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: v1alpha1.MemberRemovalHealthUnknownReason},
+		{name: "One of three healthy Machines going without a remover leaves 2 of 3 voters healthy", snapshot: cluster(3), noRemover: true,
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+		{name: "Two of three healthy Machines going without a remover leave 1 of 3 voters healthy", snapshot: cluster(3), noRemover: true,
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason},
+		{name: "The last Machine going without a remover leaves its member, not answering: the cluster is destroyed", snapshot: cluster(1), noRemover: true,
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: v1alpha1.MemberRemovalLastMemberReason},
+		{name: "A broken member's Machine going without a remover changes nothing", noRemover: true,
+			snapshot: with(cluster(3), evidence(3, unreachable("connection refused"))),
+			going:    []Machine{{Name: "m-cp-2", NodeName: "cp-2"}}, allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := CanRemoveMachines(tt.snapshot, testNow, tt.going, append(tt.all, tt.going...))
+			going := append([]Machine(nil), tt.going...)
+			for i := range going {
+				if !tt.noRemover {
+					going[i].MemberRemover = "a pre-terminate hook"
+				}
+			}
+			got := CanRemoveMachines(tt.snapshot, testNow, going, append(tt.all, going...))
 			g.Expect(got.Allowed).To(Equal(tt.allowed), got.Message)
 			g.Expect(got.Reason).To(Equal(tt.reason), got.Message)
+		})
+	}
+}
+
+// TestProjectChanges: a member whose Machine's infrastructure is deleted while nothing removed it
+// stays a voter that no longer answers, so it counts toward the quorum size and not as healthy.
+func TestProjectChanges(t *testing.T) {
+	pick := func(members []MemberHealth, idx ...int) []Member {
+		out := make([]Member, 0, len(idx))
+		for _, i := range idx {
+			out = append(out, members[i].Member)
+		}
+		return out
+	}
+	tests := []struct {
+		name              string
+		members           []MemberHealth
+		removed, stopping []int
+		allowed           bool
+		reason            string
+		message           string
+	}{
+		{
+			name:    "Three healthy, one stops answering: 2 of 3 voters healthy",
+			members: members("Vh", "Vh", "Vh"), stopping: []int{0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			message: "once etcd member cp-0, which nothing removes before its Machine's infrastructure is deleted, stops answering, quorum holds: 2 of 3 voters are healthy",
+		},
+		{
+			name:    "Three healthy, two stop answering: 1 of 3 voters healthy",
+			members: members("Vh", "Vh", "Vh"), stopping: []int{0, 1}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			message: "once etcd members cp-0, cp-1, which nothing removes before their Machines' infrastructure is deleted, stop answering, quorum is lost: 1 of 3 voters are healthy",
+		},
+		{
+			name:    "Three healthy, one removed and one stops answering: removing it leaves 1 of 2",
+			members: members("Vh", "Vh", "Vh"), removed: []int{0}, stopping: []int{1}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			message: "once etcd member cp-1, which nothing removes before its Machine's infrastructure is deleted, stops answering, removing etcd member cp-0 would lose quorum: after it 1 of 2 voters are healthy",
+		},
+		{
+			name:    "Five healthy, one removed and one stops answering: 2 of 3 once removed",
+			members: members("Vh", "Vh", "Vh", "Vh", "Vh"), removed: []int{0}, stopping: []int{1}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+		},
+		{
+			name:    "A down voter that stops answering changes nothing",
+			members: members("Vh", "Vh", "Vu"), stopping: []int{2}, allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason,
+		},
+		{
+			name:    "The only member stops answering: 0 of 1, no member that answers is left",
+			members: members("Vh"), stopping: []int{0}, reason: v1alpha1.MemberRemovalLastMemberReason,
+			message: "every etcd member is removed or stops answering, which destroys the cluster: once etcd member cp-0, which nothing removes before its Machine's infrastructure is deleted, stops answering, quorum is lost: 0 of 1 voters are healthy",
+		},
+		{
+			name:    "Three healthy, two removed and the third stops answering: no member that answers is left",
+			members: members("Vh", "Vh", "Vh"), removed: []int{0, 1}, stopping: []int{2}, reason: v1alpha1.MemberRemovalLastMemberReason,
+		},
+		{
+			name:    "Quorum already lost: nothing may stop answering",
+			members: members("Vh", "Vh", "Vu", "Vu"), stopping: []int{0}, reason: v1alpha1.MemberRemovalQuorumLostReason,
+		},
+		{
+			name:    "Whether quorum holds is unknown: nothing may stop answering",
+			members: members("Vh", "V?", "Vu"), stopping: []int{0}, reason: v1alpha1.MemberRemovalHealthUnknownReason,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := ProjectChanges(tt.members, pick(tt.members, tt.removed...), pick(tt.members, tt.stopping...))
+			g.Expect(got.Allowed).To(Equal(tt.allowed), got.Message)
+			g.Expect(got.Reason).To(Equal(tt.reason), got.Message)
+			if tt.message != "" {
+				g.Expect(got.Message).To(Equal(tt.message))
+			}
 		})
 	}
 }

@@ -27,6 +27,11 @@ type Machine struct {
 	// Addresses are the Machine's status.addresses (IPs and host names), to find its member by
 	// peer URL when the Node is missing.
 	Addresses []string
+	// MemberRemover names what removes the Machine's etcd members before its infrastructure is
+	// deleted (a control-plane provider's or etcd-adapter's pre-terminate hook); empty when
+	// nothing does, and the infrastructure then goes with its members still in the cluster. It
+	// is left empty by MachineFacts: who removes a member depends on more than the Machine.
+	MemberRemover string
 }
 
 // Provisioning reports whether the Machine has no Node yet.

@@ -175,3 +175,155 @@ func describe(ms []MemberHealth) string {
 	}
 	return s
 }
+
+// TestProjectChanges_exhaustive compares ProjectChanges with a brute-force reading of raft's rules
+// for every cluster of 1 to 5 members, every mix of voter/learner and healthy/unhealthy/unknown,
+// and every split of the members into untouched, removed (in index order) and stopping to answer
+// while still members (their Machine's infrastructure deleted with nothing removing them first).
+func TestProjectChanges_exhaustive(t *testing.T) {
+	kinds := []struct {
+		learner bool
+		health  Health
+	}{
+		{false, Healthy}, {false, Unhealthy}, {false, Unknown},
+		{true, Healthy}, {true, Unhealthy}, {true, Unknown},
+	}
+	const untouched, removed, failing = 0, 1, 2
+	checked, disagreements := 0, 0
+	for n := 1; n <= 5; n++ {
+		mix, roles := make([]int, n), make([]int, n)
+		for {
+			ms := make([]MemberHealth, n)
+			for i, k := range mix {
+				ms[i] = MemberHealth{Member: Member{ID: uint64(i + 1), Name: node(i), IsLearner: kinds[k].learner}, Health: kinds[k].health}
+			}
+			for {
+				var targets, fails []Member
+				var removals, failures []int
+				for i, r := range roles {
+					switch r {
+					case removed:
+						targets, removals = append(targets, ms[i].Member), append(removals, i)
+					case failing:
+						fails, failures = append(fails, ms[i].Member), append(failures, i)
+					}
+				}
+				checked++
+				verdict := ProjectChanges(ms, targets, fails)
+				if want := bruteForceChangesSafe(ms, removals, failures); verdict.Allowed != want {
+					disagreements++
+					if disagreements <= 10 {
+						t.Errorf("members %s, remove %v, stop %v: ProjectChanges says %t (%s), brute force says %t", describe(ms), removals, failures, verdict.Allowed, verdict.Message, want)
+					}
+				}
+				if claimsLost, lost := verdict.Reason == v1alpha1.MemberRemovalQuorumLostReason, bruteForceQuorumLost(ms); claimsLost != lost && (claimsLost || verdict.Reason == v1alpha1.MemberRemovalHealthUnknownReason) {
+					disagreements++
+					if disagreements <= 10 {
+						t.Errorf("members %s, remove %v, stop %v: ProjectChanges says %s (%s), brute force says quorum lost: %t", describe(ms), removals, failures, verdict.Reason, verdict.Message, lost)
+					}
+				}
+				if !nextMix(roles, 3) {
+					break
+				}
+			}
+			if !nextMix(mix, len(kinds)) {
+				break
+			}
+		}
+	}
+	fmt.Printf("quorum projection with failures: %d states checked against brute force, %d disagreements\n", checked, disagreements)
+	if checked != 2000718 {
+		t.Fatalf("expected to check sum(18^n, n=1..5) = 2000718 states, checked %d", checked)
+	}
+}
+
+// bruteForceChangesSafe decides, from raft's rules and not from ProjectChanges, whether the
+// members at removals may be removed in that order while the members at failures stop answering,
+// at any moment in between (the infrastructure of a Machine goes when Cluster API gets to it):
+// every interleaving must be safe.
+//
+//   - A removal is the membership change of bruteForceRemovalSafe: it commits only if the healthy
+//     voters of the current configuration are a quorum, after it every configuration that can
+//     follow (any subset of learners promoted, promoted ones unproven) must have a healthy
+//     quorum, and the last member is never removed.
+//   - A member that stops answering stays in the configuration: it still counts toward the quorum
+//     size and no longer as healthy, and after it every configuration that can follow must still
+//     have a healthy quorum. A learner, or a voter that is not healthy, stopping changes nothing
+//     that counts (a learner has no vote, a promoted one is unproven anyway), and asks nothing.
+func bruteForceChangesSafe(ms []MemberHealth, removals, failures []int) bool {
+	present := config{}
+	for i := range ms {
+		present[i] = true
+	}
+	return safeFrom(append([]MemberHealth(nil), ms...), present, removals, failures)
+}
+
+// safeFrom reports whether every interleaving of what is left to happen is safe from this state:
+// present are the members still in the cluster.
+func safeFrom(ms []MemberHealth, present config, removals, failures []int) bool {
+	if len(removals) > 0 {
+		t := removals[0]
+		voters := config{}
+		for i := range present {
+			if !ms[i].Member.IsLearner {
+				voters[i] = true
+			}
+		}
+		if len(present) <= 1 || !hasHealthyQuorum(ms, voters, nil) {
+			return false
+		}
+		next := config{}
+		for i := range present {
+			if i != t {
+				next[i] = true
+			}
+		}
+		if !everyFollowingConfigHasQuorum(ms, next) || !safeFrom(ms, next, removals[1:], failures) {
+			return false
+		}
+	}
+	for k, f := range failures {
+		rest := append(append([]int(nil), failures[:k]...), failures[k+1:]...)
+		if !present[f] || ms[f].Member.IsLearner || ms[f].Health != Healthy {
+			if !safeFrom(ms, present, removals, rest) {
+				return false
+			}
+			continue
+		}
+		after := append([]MemberHealth(nil), ms...)
+		after[f].Health = Unhealthy
+		if !everyFollowingConfigHasQuorum(after, present) || !safeFrom(after, present, removals, rest) {
+			return false
+		}
+	}
+	return true
+}
+
+// everyFollowingConfigHasQuorum reports whether the voters of present, with any subset of its
+// learners promoted (promoted ones unproven), have a healthy quorum.
+func everyFollowingConfigHasQuorum(ms []MemberHealth, present config) bool {
+	var learners []int
+	voters := config{}
+	for i := range present {
+		if ms[i].Member.IsLearner {
+			learners = append(learners, i)
+		} else {
+			voters[i] = true
+		}
+	}
+	for subset := 0; subset < 1<<len(learners); subset++ {
+		cfg, promoted := config{}, config{}
+		for i := range voters {
+			cfg[i] = true
+		}
+		for b, i := range learners {
+			if subset&(1<<b) != 0 {
+				cfg[i], promoted[i] = true, true
+			}
+		}
+		if !hasHealthyQuorum(ms, cfg, promoted) {
+			return false
+		}
+	}
+	return true
+}

@@ -72,6 +72,9 @@ type adapterOptions struct {
 	leaderElectionID string
 	// wrapClient, when set, wraps the manager's client (to make some of its calls fail).
 	wrapClient func(client.WithWatch) client.Client
+	// webhookPort, when set, is the port the webhook server listens on instead of the one the
+	// management apiserver calls (a replica behind a proxy that listens there).
+	webhookPort int
 }
 
 // Leader election timings of the tests' managers: short, so that a stopped leader's Lease
@@ -88,7 +91,11 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOption
 	// Note: Machines are cached as the etcd-adapter binary caches them (worker Machines trimmed).
 	opts.Cache.ByObject[&clusterv1.Machine{}] = setup.MachineCacheOptions()
 	if !o.noWebhooks {
-		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
+		port := wio.LocalServingPort
+		if o.webhookPort != 0 {
+			port = o.webhookPort
+		}
+		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: port, CertDir: wio.LocalServingCertDir})
 	}
 	if o.leaderElectionID != "" {
 		opts.LeaderElection, opts.LeaderElectionID, opts.LeaderElectionNamespace = true, o.leaderElectionID, adapterNamespace

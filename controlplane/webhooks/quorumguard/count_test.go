@@ -65,6 +65,7 @@ func TestGuard_deletionsUnderWay(t *testing.T) {
 				objs = append(objs, m)
 			}
 			guard.APIReader = clientWith(objs...)
+			guard.Writer = guard.APIReader.(client.Client)
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, machine("m-"+tt.target, tt.target, false), false))
 
@@ -89,6 +90,7 @@ func TestGuard_concurrentDeletes(t *testing.T) {
 		objs = append(objs, machine(fmt.Sprintf("m-cp-%d", i), fmt.Sprintf("cp-%d", i), false))
 	}
 	guard.APIReader = clientWith(objs...)
+	guard.Writer = guard.APIReader.(client.Client)
 
 	var wg sync.WaitGroup
 	resps := make([]bool, 3)
@@ -115,6 +117,35 @@ func TestGuard_concurrentDeletes(t *testing.T) {
 	g.Expect(admitted).To(Equal(2), "messages: %q", msgs)
 }
 
+// TestGuard_replicasShareTheRecord: two replicas of the guard, each answering some of the DELETEs
+// racing on the same observation before the apiserver wrote any of them, count each other's
+// admissions through the record on the apiserver: of three healthy members' Machines two are
+// admitted, never three, however the requests are spread.
+func TestGuard_replicasShareTheRecord(t *testing.T) {
+	for round := range 5 {
+		g := NewWithT(t)
+		var objs []client.Object
+		for i := range 3 {
+			objs = append(objs, machine(fmt.Sprintf("m-cp-%d", i), fmt.Sprintf("cp-%d", i), false))
+		}
+		c := clientWith(objs...)
+		replicas := []*Guard{newGuard(&etcdfake.Cluster{ObserveResponse: healthy(3)}, &recorder{}), newGuard(&etcdfake.Cluster{ObserveResponse: healthy(3)}, &recorder{})}
+		for _, r := range replicas {
+			r.APIReader, r.Writer = c, c
+		}
+		var wg sync.WaitGroup
+		allowed := make([]bool, 3)
+		for i := range 3 {
+			wg.Go(func() {
+				m := machine(fmt.Sprintf("m-cp-%d", i), fmt.Sprintf("cp-%d", i), false)
+				allowed[i] = replicas[(i+round)%2].Handle(context.Background(), deleteRequest(g, m, false)).Allowed
+			})
+		}
+		wg.Wait()
+		g.Expect(slices.Index(allowed, false)).NotTo(Equal(-1), "round %d: all three admitted", round)
+	}
+}
+
 // TestGuard_dryRunAdmitsNothing: a server-side dry run is answered but not remembered, so it does
 // not count as a deletion under way.
 func TestGuard_dryRunAdmitsNothing(t *testing.T) {
@@ -125,6 +156,7 @@ func TestGuard_dryRunAdmitsNothing(t *testing.T) {
 		objs = append(objs, machine(fmt.Sprintf("m-cp-%d", i), fmt.Sprintf("cp-%d", i), false))
 	}
 	guard.APIReader = clientWith(objs...)
+	guard.Writer = guard.APIReader.(client.Client)
 	for i := range 2 {
 		g.Expect(guard.Handle(context.Background(), deleteRequest(g, machine(fmt.Sprintf("m-cp-%d", i), fmt.Sprintf("cp-%d", i), false), true)).Allowed).To(BeTrue())
 	}
@@ -197,10 +229,10 @@ func TestGuard_letsThrough(t *testing.T) {
 	}
 }
 
-// TestClusterTurn_underWay: the deletions the guard admitted count until the apiserver shows them
+// TestAdmissionRecord_underWay: the deletions the guard recorded as admitted count until the apiserver shows them
 // (then they count as Machines being deleted), the Machine is gone or replaced, or admittedTTL
 // passed; the apiserver's deletions come first, oldest first.
-func TestClusterTurn_underWay(t *testing.T) {
+func TestAdmissionRecord_underWay(t *testing.T) {
 	now := time.Now()
 	m := func(name, uid string, deletedAgo time.Duration) clusterv1.Machine {
 		x := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
@@ -220,36 +252,36 @@ func TestClusterTurn_underWay(t *testing.T) {
 			all: []clusterv1.Machine{m("a", "1", time.Second), m("b", "2", time.Minute), m("self", "9", 0)}, want: []string{"b", "a"}},
 		{name: "an admitted deletion not written yet counts after those written",
 			all:      []clusterv1.Machine{m("a", "1", 0), m("b", "2", time.Second), m("self", "9", 0)},
-			admitted: []admittedDeletion{{name: "a", uid: "1", at: now}}, want: []string{"b", "a"}, kept: []string{"a"}},
+			admitted: []admittedDeletion{{Name: "a", UID: "1", At: now}}, want: []string{"b", "a"}, kept: []string{"a"}},
 		{name: "an admitted deletion the apiserver shows is forgotten",
 			all:      []clusterv1.Machine{m("a", "1", time.Second), m("self", "9", 0)},
-			admitted: []admittedDeletion{{name: "a", uid: "1", at: now}}, want: []string{"a"}},
+			admitted: []admittedDeletion{{Name: "a", UID: "1", At: now}}, want: []string{"a"}},
 		{name: "an admitted deletion whose Machine is gone is forgotten",
 			all:      []clusterv1.Machine{m("self", "9", 0)},
-			admitted: []admittedDeletion{{name: "a", uid: "1", at: now}}},
+			admitted: []admittedDeletion{{Name: "a", UID: "1", At: now}}},
 		{name: "an admitted deletion whose Machine was replaced under the same name is forgotten",
 			all:      []clusterv1.Machine{m("a", "2", 0), m("self", "9", 0)},
-			admitted: []admittedDeletion{{name: "a", uid: "1", at: now}}},
+			admitted: []admittedDeletion{{Name: "a", UID: "1", At: now}}},
 		{name: "an admitted deletion never written within admittedTTL is forgotten",
 			all:      []clusterv1.Machine{m("a", "1", 0), m("self", "9", 0)},
-			admitted: []admittedDeletion{{name: "a", uid: "1", at: now.Add(-admittedTTL - time.Second)}}},
+			admitted: []admittedDeletion{{Name: "a", UID: "1", At: now.Add(-admittedTTL - time.Second)}}},
 		{name: "the Machine asked about is not under way itself",
 			all:      []clusterv1.Machine{m("self", "9", 0)},
-			admitted: []admittedDeletion{{name: "self", uid: "9", at: now}}, kept: []string{"self"}},
+			admitted: []admittedDeletion{{Name: "self", UID: "9", At: now}}, kept: []string{"self"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			turn := &clusterTurn{admitted: tt.admitted}
+			rec := &admissionRecord{admitted: tt.admitted}
 			self := m("self", "9", 0)
 			var got []string
-			for _, u := range turn.underWay(tt.all, &self, now) {
+			for _, u := range rec.underWay(tt.all, &self, now) {
 				got = append(got, u.Name)
 			}
 			g.Expect(got).To(Equal(tt.want))
 			var kept []string
-			for _, a := range turn.admitted {
-				kept = append(kept, a.name)
+			for _, a := range rec.pending(tt.all, now) {
+				kept = append(kept, a.Name)
 			}
 			g.Expect(kept).To(Equal(tt.kept))
 		})

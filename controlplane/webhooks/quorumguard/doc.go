@@ -5,12 +5,20 @@
 //
 // Each deletion is projected together with the deletions already under way: the members of every
 // control-plane Machine the apiserver shows deleting (read uncached, oldest deletion first, the
-// order the deletion hook removes them in) and of every Machine whose deletion this guard admitted
-// but the apiserver does not show yet (admission comes before the write), then the members of the
-// Machine asked about, one after the other (etcd.CanRemoveMachines). Admissions of one Cluster are
-// decided one at a time, so two DELETEs racing on the same observation cannot both pass; this
-// holds within one webhook process, not across replicas. The deletion that would remove the last
-// etcd member of a Cluster that is not being deleted is refused.
+// order the deletion hook removes them in) and of every Machine whose deletion a replica of the
+// guard admitted but the apiserver does not show yet (admission comes before the write), then the
+// members of the Machine asked about, one after the other (etcd.CanRemoveMachines). A Machine's
+// members are projected as removed only when a hook removes them before Cluster API deletes its
+// infrastructure (etcd-adapter's own in mode Manage, KubeadmControlPlane's kcp-cleanup,
+// cluster-api-provider-rke2's rke2-cleanup, cluster-api-k3s's hook); otherwise they stay voters
+// that stop answering (see memberRemover). The deletion that would remove the last etcd member of
+// a Cluster that is not being deleted is refused.
+//
+// Admissions of one Cluster are decided one at a time across replicas, so two DELETEs racing on
+// the same observation cannot both pass: each admission is written to a Lease per Cluster
+// (admissionRecord) under the resourceVersion it was decided on before it is answered, and a
+// replica that lost the race decides again on the new record. A record that cannot be read or
+// written refuses the deletion.
 //
 // It lets the deletion through unchecked when the Cluster or its control-plane object is being
 // deleted, when the Cluster is paused, when clusterctl move deletes the Machine

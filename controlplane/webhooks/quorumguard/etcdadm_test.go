@@ -124,7 +124,7 @@ func TestGuard_etcdadm(t *testing.T) {
 			mapper.Add(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane"), meta.RESTScopeNamespace)
 			mapper.Add(etcdadmGVK, meta.RESTScopeNamespace)
 			c := fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithRESTMapper(mapper).WithObjects(objs...).Build()
-			guard.Client, guard.APIReader, guard.RESTMapper = c, c, mapper
+			guard.Client, guard.APIReader, guard.Writer, guard.RESTMapper = c, c, c, mapper
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, tt.delete, false))
 

@@ -1,7 +1,6 @@
 package quorumguard
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -66,9 +64,12 @@ var _ backendsFor = &backends.Registry{}
 type Guard struct {
 	// Client reads the management cluster (the manager's cached client).
 	Client client.Reader
-	// APIReader reads the Cluster's control-plane Machines uncached, so the deletions under way
-	// are seen as soon as the apiserver wrote them; nil means the manager's APIReader.
+	// APIReader reads the Cluster's control-plane Machines and its admission record (a Lease)
+	// uncached, so the deletions under way are seen as soon as the apiserver wrote them; nil
+	// means the manager's APIReader.
 	APIReader client.Reader
+	// Writer writes the admission records; nil means the manager's client.
+	Writer client.Writer
 	// RESTMapper maps the Cluster's spec.controlPlaneRef to a version; nil means the manager's.
 	RESTMapper meta.RESTMapper
 	// Backends hands out each Cluster's etcd.Cluster (a *backends.Registry).
@@ -88,22 +89,17 @@ type Guard struct {
 	clusters map[client.ObjectKey]*clusterTurn
 }
 
-// clusterTurn serialises the admissions of one Cluster and remembers the deletions it admitted
-// that the apiserver may not have written yet (admission comes before the write), so that two
-// DELETEs racing on the same observation cannot both pass. It serialises within one process
-// only: replicas of the webhook do not share it.
+// clusterTurn lets the requests of one Cluster that reach this process be decided one at a time,
+// so that they do not race each other on the admission record; the record (admissionRecord)
+// is what serialises admissions across replicas.
 type clusterTurn struct {
 	// token holds one value while a request of the Cluster is being decided.
-	token    chan struct{}
-	admitted []admittedDeletion
+	token chan struct{}
 }
 
-// admittedDeletion is a deletion the guard let through, by Machine name and UID.
-type admittedDeletion struct {
-	name string
-	uid  types.UID
-	at   time.Time
-}
+// maxRecordAttempts bounds how often one request decides again after another replica recorded
+// an admission of the same Cluster first.
+const maxRecordAttempts = 5
 
 // SetupWithManager registers the guard on the manager's webhook server.
 func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
@@ -112,6 +108,9 @@ func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if g.APIReader == nil {
 		g.APIReader = mgr.GetAPIReader()
+	}
+	if g.Writer == nil {
+		g.Writer = mgr.GetClient()
 	}
 	if g.RESTMapper == nil {
 		g.RESTMapper = mgr.GetRESTMapper()
@@ -248,11 +247,7 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 			"another deletion of a control-plane Machine of Cluster %s is being checked by the etcd quorum guard; try again", cluster.Name))}
 	}
 	defer g.endTurn(turn)
-	out := g.decideInTurn(ctx, cluster, cpe, m, turn, skip, hosts)
-	if out.resp.Allowed && !dryRun {
-		turn.admit(m, time.Now())
-	}
-	return out
+	return g.decideInTurn(ctx, cluster, cpe, m, skip, dryRun, hosts)
 }
 
 func skipped(m *clusterv1.Machine) string {
@@ -260,38 +255,96 @@ func skipped(m *clusterv1.Machine) string {
 }
 
 // decideInTurn decides while holding the Cluster's turn: it sees every deletion under way, the
-// ones the apiserver shows and the ones this guard admitted that it does not show yet.
-func (g *Guard) decideInTurn(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, turn *clusterTurn, skip bool, hosts []client.ListOption) outcome {
+// ones the apiserver shows and the ones any replica of the guard recorded as admitted that it
+// does not show yet. An admission counts only once recorded: when another replica recorded one
+// since the record was read, the decision is made again on the new record.
+func (g *Guard) decideInTurn(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, skip, dryRun bool, hosts []client.ListOption) outcome {
 	if skip {
 		// Note: a skipped deletion is still recorded as admitted, so the deletions after it count
-		// its member as going.
-		return allowedWithWarning(cpe, v1alpha1.EventQuorumGuardSkipped, skipped(m))
+		// its member as going; it goes through unchecked even when the record cannot be written.
+		out := allowedWithWarning(cpe, v1alpha1.EventQuorumGuardSkipped, skipped(m))
+		if !dryRun {
+			if err := g.recordSkipped(ctx, cluster, m, hosts); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Failed to record a deletion let through by skip-quorum-guard", "Machine", klog.KObj(m))
+			}
+		}
+		return out
+	}
+	snap, observeErr := g.observe(ctx, cluster, cpe)
+	for attempt := 1; ; attempt++ {
+		rec, machines, out, ok := g.readState(ctx, cluster, cpe, hosts)
+		if !ok {
+			return out
+		}
+		now := time.Now()
+		out = g.project(cluster, cpe, m, machines, rec.underWay(machines, m, now), snap, observeErr)
+		if !out.resp.Allowed || dryRun {
+			return out
+		}
+		err := g.writeRecord(ctx, cluster, rec, m, machines, now)
+		switch {
+		case err == nil:
+			return out
+		case !lostRace(err):
+			return outcome{cpe: cpe, resp: admission.Errored(http.StatusInternalServerError, err)}
+		case attempt == maxRecordAttempts:
+			return outcome{cpe: cpe, resp: admission.Denied(fmt.Sprintf(
+				"other deletions of control-plane Machines of Cluster %s kept being admitted by the etcd quorum guard while this one was checked; try again", cluster.Name))}
+		}
+	}
+}
+
+// readState reads the admission record and the Machines whose members are projected; when it
+// cannot, the outcome refuses the deletion (ok false): without them the deletions under way are
+// not known.
+func (g *Guard) readState(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, hosts []client.ListOption) (*admissionRecord, []clusterv1.Machine, outcome, bool) {
+	rec, err := g.readRecord(ctx, cluster)
+	if err != nil {
+		return nil, nil, outcome{cpe: cpe, resp: admission.Errored(http.StatusInternalServerError, err)}, false
 	}
 	machines := &clusterv1.MachineList{}
 	if err := g.APIReader.List(ctx, machines, append([]client.ListOption{client.InNamespace(cluster.Namespace)}, hosts...)...); err != nil {
-		return outcome{cpe: cpe, resp: admission.Errored(http.StatusInternalServerError,
-			fmt.Errorf("failed to list the control-plane Machines of Cluster %s to count the deletions under way: %w", cluster.Name, err))}
+		return nil, nil, outcome{cpe: cpe, resp: admission.Errored(http.StatusInternalServerError,
+			fmt.Errorf("failed to list the control-plane Machines of Cluster %s to count the deletions under way: %w", cluster.Name, err))}, false
 	}
-	now := time.Now()
-	underWay := turn.underWay(machines.Items, m, now)
-	return g.project(ctx, cluster, cpe, m, machines.Items, underWay)
+	return rec, machines.Items, outcome{}, true
 }
 
-// project observes etcd and asks the quorum projection about removing the members of every
-// Machine already being deleted, in the order they will be removed, and then the members of
-// this one.
-func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, all []clusterv1.Machine, underWay []*clusterv1.Machine) outcome {
+// recordSkipped writes m's deletion, let through unchecked, into the Cluster's admission record,
+// re-reading it when another replica wrote it first.
+func (g *Guard) recordSkipped(ctx context.Context, cluster *clusterv1.Cluster, m *clusterv1.Machine, hosts []client.ListOption) error {
+	var err error
+	for range maxRecordAttempts {
+		rec, machines, _, ok := g.readState(ctx, cluster, nil, hosts)
+		if !ok {
+			return fmt.Errorf("failed to read the admission record of Cluster %s", cluster.Name)
+		}
+		if err = g.writeRecord(ctx, cluster, rec, m, machines, time.Now()); err == nil || !lostRace(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// observe observes the Cluster's etcd, at most ObserveTimeout.
+func (g *Guard) observe(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd) (*etcd.Snapshot, error) {
 	timeout := g.ObserveTimeout
 	if timeout <= 0 {
 		timeout = DefaultObserveTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var snap *etcd.Snapshot
 	backend, err := g.Backends.For(ctx, cluster, cpe.Spec.Backend)
-	if err == nil {
-		snap, err = backend.Observe(ctx)
+	if err != nil {
+		return nil, err
 	}
+	return backend.Observe(ctx)
+}
+
+// project asks the quorum projection about the members of every Machine already being deleted,
+// in the order they will be removed, and then the members of this one, on the observation snap
+// (or, when etcd could not be observed, err).
+func (g *Guard) project(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, all []clusterv1.Machine, underWay []*clusterv1.Machine, snap *etcd.Snapshot, err error) outcome {
 	along := alongWith(underWay)
 	if err != nil {
 		_, byAddress := m.Labels[backends.EtcdClusterLabel]
@@ -308,14 +361,16 @@ func (g *Guard) project(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 	}
 	now := time.Now()
 	going := make([]etcd.Machine, 0, len(underWay)+1)
-	for _, u := range underWay {
-		going = append(going, etcd.MachineFacts(u))
+	for _, u := range append(slices.Clip(underWay), m) {
+		f := etcd.MachineFacts(u)
+		f.MemberRemover = memberRemover(u, cpe)
+		going = append(going, f)
 	}
 	facts := make([]etcd.Machine, 0, len(all))
 	for i := range all {
 		facts = append(facts, etcd.MachineFacts(&all[i]))
 	}
-	verdict := etcd.CanRemoveMachines(snap, now, append(going, etcd.MachineFacts(m)), facts)
+	verdict := etcd.CanRemoveMachines(snap, now, going, facts)
 	switch {
 	case verdict.Allowed:
 		return allowed(verdict.Message)
@@ -455,42 +510,6 @@ func (g *Guard) takeTurn(ctx context.Context, key client.ObjectKey) (*clusterTur
 }
 
 func (g *Guard) endTurn(turn *clusterTurn) { <-turn.token }
-
-// admit remembers that the guard let m's deletion through.
-func (t *clusterTurn) admit(m *clusterv1.Machine, now time.Time) {
-	t.admitted = slices.DeleteFunc(t.admitted, func(a admittedDeletion) bool { return a.name == m.Name })
-	t.admitted = append(t.admitted, admittedDeletion{name: m.Name, uid: m.UID, at: now})
-}
-
-// underWay returns the Cluster's control-plane Machines being deleted other than self: first
-// those the apiserver shows deleting, in the order the deletion hook handles them (oldest
-// deletion first, then by name), then those this guard admitted that it does not show deleting
-// yet, in the order they were admitted. It forgets admitted deletions the apiserver shows (or
-// whose Machine is gone or was replaced), and those older than admittedTTL.
-func (t *clusterTurn) underWay(all []clusterv1.Machine, self *clusterv1.Machine, now time.Time) []*clusterv1.Machine {
-	var out []*clusterv1.Machine
-	byName := map[string]*clusterv1.Machine{}
-	for i := range all {
-		m := &all[i]
-		byName[m.Name] = m
-		if !m.DeletionTimestamp.IsZero() && m.Name != self.Name {
-			out = append(out, m)
-		}
-	}
-	slices.SortFunc(out, func(a, b *clusterv1.Machine) int {
-		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
-	})
-	t.admitted = slices.DeleteFunc(t.admitted, func(a admittedDeletion) bool {
-		m, ok := byName[a.name]
-		return !ok || m.UID != a.uid || !m.DeletionTimestamp.IsZero() || now.Sub(a.at) > admittedTTL
-	})
-	for _, a := range t.admitted {
-		if a.name != self.Name {
-			out = append(out, byName[a.name])
-		}
-	}
-	return out
-}
 
 func unhealthyMembers(s *etcd.Snapshot, now time.Time) string {
 	var out []string

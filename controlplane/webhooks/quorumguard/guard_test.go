@@ -133,6 +133,7 @@ func newGuard(backend etcd.Cluster, rec *recorder) *Guard {
 	return &Guard{
 		Client:     c,
 		APIReader:  c,
+		Writer:     c,
 		RESTMapper: restMapper(),
 		Backends:   staticBackend{backend},
 		Recorder:   rec,
@@ -147,16 +148,19 @@ func restMapper() meta.RESTMapper {
 	return m
 }
 
+// machine is a control-plane Machine of Cluster c on the Node, held by etcd-adapter's hook (the
+// tests' ControlPlaneEtcd is in mode Manage), so its member is removed before it goes.
 func machine(name, node string, skip bool) *clusterv1.Machine {
 	m := &clusterv1.Machine{
 		TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.MachineControlPlaneLabel: ""}},
+			Labels:      map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.MachineControlPlaneLabel: ""},
+			Annotations: map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}},
 		Spec:   clusterv1.MachineSpec{ClusterName: "c"},
 		Status: clusterv1.MachineStatus{NodeRef: clusterv1.MachineNodeReference{Name: node}},
 	}
 	if skip {
-		m.Annotations = map[string]string{v1alpha1.SkipQuorumGuardAnnotation: "true"}
+		m.Annotations[v1alpha1.SkipQuorumGuardAnnotation] = "true"
 	}
 	return m
 }
@@ -273,7 +277,7 @@ func TestGuard_externalEtcd(t *testing.T) {
 				objs = append(objs, machine("m-"+node, node, false))
 			}
 			c := fake.NewClientBuilder().WithScheme(testScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(objs...).Build()
-			guard.Client, guard.APIReader = c, c
+			guard.Client, guard.APIReader, guard.Writer = c, c, c
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, machine("m-cp-0", "cp-0", false), false))
 
