@@ -28,8 +28,8 @@ func (r *Reconciler) handBackMachines(ctx context.Context, s *scope) (ctrl.Resul
 		log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
 		ctx := ctrl.LoggerInto(ctx, log)
 		if !m.DeletionTimestamp.IsZero() && s.removalInFlight(m) != nil {
-			done, err := r.reconcileDeletingMachine(ctx, s, m)
-			if err != nil || !done {
+			st, err := r.reconcileDeletingMachine(ctx, s, m)
+			if err != nil || st != stepReleased {
 				return s.requeue(), err
 			}
 			continue

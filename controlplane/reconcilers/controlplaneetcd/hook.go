@@ -81,15 +81,32 @@ func (s *scope) otherPreTerminateHooks(m *clusterv1.Machine) []string {
 	return out
 }
 
+// step is what one pass decided for one deleting Machine.
+type step int
+
+const (
+	// stepReleased: the hook was released. Releasing changes no membership, so the next Machine
+	// is looked at in the same pass.
+	stepReleased step = iota
+	// stepWaiting: the Machine waits and this pass changed nothing for it: drain and volume
+	// detach are not over, other pre-terminate hooks go first, its removal stopped and waits for
+	// a person, or removing its member is not safe now. The next Machine is looked at.
+	stepWaiting
+	// stepActed: the Machine's removal made a change in this pass (leadership moved, a removal
+	// asked, confirmed or stopped) or has one under way: the pass ends there, one change per pass.
+	stepActed
+)
+
 // reconcileDeletingMachines runs the removal flow for the deleting Machines held, longest held
 // first (oldest deletion timestamp, then name), so every pass picks the same order and makes at
 // most one change.
 //
-// Important! A Machine whose removal cannot start now for a reason another Machine's removal may
-// clear (the quorum projection refuses it, or another Machine's removal is under way) does not
-// hold up the ones behind it: Machine A of a healthy member is blocked while member B is down,
-// and the Machine a person deleted to replace B must still get B's member removed, or A waits
-// for ever. The quorum projection still decides every removal.
+// Important! A Machine that waits (stepWaiting) does not hold up the ones behind it, whatever it
+// waits for: a drain held by a PodDisruptionBudget, another provider's hook, a stopped removal
+// that waits for a person, or a removal the quorum projection refuses. Machine A of a healthy
+// member is refused while member C is down, and the Machine a person deleted to replace C must
+// still get C's member removed, or A waits for ever. The quorum projection still decides every
+// removal, right before it is asked (removeMember).
 func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var held []*clusterv1.Machine
 	for _, m := range s.memberMachines() {
@@ -103,28 +120,27 @@ func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (c
 	if err := r.closeOrphanedRemoval(ctx, s, held); err != nil {
 		return s.requeue(), err
 	}
-	var firstYielded *metav1.Condition
+	var firstWaiting *metav1.Condition
 	for _, m := range held {
 		log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
-		s.yielded = false
-		done, err := r.reconcileDeletingMachine(ctrl.LoggerInto(ctx, log), s, m)
+		st, err := r.reconcileDeletingMachine(ctrl.LoggerInto(ctx, log), s, m)
 		switch {
 		case err != nil:
 			return s.requeue(), err
-		case done:
+		case st == stepReleased:
 			continue
-		case s.yielded:
-			if firstYielded == nil {
-				firstYielded = s.progressing
+		case st == stepWaiting:
+			if firstWaiting == nil {
+				firstWaiting = s.progressing
 			}
-			log.V(4).Info("Looking at the next deleting Machine: this one waits on others")
+			log.V(4).Info("Looking at the next deleting Machine: this one waits")
 			continue
 		}
 		return s.requeue(), nil
 	}
-	if firstYielded != nil {
-		// Every held Machine waits; the condition tells about the one held longest.
-		s.progressing = firstYielded
+	if firstWaiting != nil {
+		// Every held Machine left waits; the condition tells about the one held longest.
+		s.progressing = firstWaiting
 		return s.requeue(), nil
 	}
 	return ctrl.Result{}, nil
@@ -152,21 +168,19 @@ func (r *Reconciler) closeOrphanedRemoval(ctx context.Context, s *scope, held []
 	return r.persistRemoval(ctx, s)
 }
 
-// reconcileDeletingMachine moves one Machine's removal flow one step. It reports done when the
-// hook is released (the next Machine may be looked at in the same pass, since releasing a hook
-// changes no membership).
-func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *clusterv1.Machine) (bool, error) {
+// reconcileDeletingMachine moves one Machine's removal flow one step and says what it decided.
+func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *clusterv1.Machine) (step, error) {
 	if why := releaseWithoutRemoval(s, m); why != "" {
-		return true, r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
+		return stepReleased, r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
 	}
 	if reason := deletingReason(m); reason != clusterv1.MachineDeletingWaitingForPreTerminateHookReason {
 		// Drain and volume detach are not over; the Machine watch wakes us when they are.
 		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s is deleting; waiting for drain and volume detach (Deleting reason %q)", m.Name, reason))
-		return false, nil
+		return stepWaiting, nil
 	}
 	if others := s.otherPreTerminateHooks(m); len(others) > 0 {
 		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for pre-terminate hooks %s to be released first", m.Name, strings.Join(others, ", ")))
-		return false, nil
+		return stepWaiting, nil
 	}
 	return r.removeMembersOf(ctx, s, m)
 }
@@ -205,14 +219,14 @@ func deletingReason(m *clusterv1.Machine) string {
 // the Machine is confirmed by the backend (a linearizable member list for kubeadm, K3s's evidence
 // rules for K3s). A removal that stopped (Rejected, TimedOut) keeps the hook until a person
 // releases it or asks for a retry (retry.go), even once its member is not visible any more.
-func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1.Machine) (bool, error) {
+func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1.Machine) (step, error) {
 	if rec := s.cpe.Status.Removal; rec != nil && rec.MachineName == m.Name && stopped(rec.Result) {
 		s.setProgressing(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. %s", rec.Member, m.Name, rec.Message, whatNow))
-		return false, nil
+		return stepWaiting, nil
 	}
 	if s.snapshot == nil {
 		r.setBlocked(s, m, fmt.Sprintf("etcd could not be observed, so removing the member of Machine %s is not known to be safe: %v", m.Name, s.observeErr))
-		return false, nil
+		return stepWaiting, nil
 	}
 	targets := etcd.RemovalOrder(etcd.AssessMembers(s.snapshot, s.now), s.membersOf(m))
 	inFlight := s.removalInFlight(m)
@@ -221,13 +235,13 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 		return r.confirmRemoval(ctx, s, m, *inFlight, len(targets))
 	case len(targets) == 0:
 		r.atStep(ctx, StepRemovedBeforeRelease)
-		return true, r.releaseRemoved(ctx, s, m, noMemberReason(s, m))
+		return stepReleased, r.releaseRemoved(ctx, s, m, noMemberReason(s, m))
 	case len(targets) == len(s.snapshot.Members):
-		return true, r.release(ctx, s, m, fmt.Sprintf("Machine %s hosts the last etcd member, which is never removed", m.Name), v1alpha1.EventHookReleased)
+		return stepReleased, r.release(ctx, s, m, fmt.Sprintf("Machine %s hosts the last etcd member, which is never removed", m.Name), v1alpha1.EventHookReleased)
 	}
 	target := targets[0]
 	if r.stopIfOverdue(s, m, s.removalRecord(m, target)) {
-		return false, nil
+		return stepActed, nil
 	}
 	return r.removeMember(ctx, s, m, target)
 }
@@ -270,13 +284,13 @@ func (r *Reconciler) stopIfOverdue(s *scope, m *clusterv1.Machine, rec v1alpha1.
 //
 // remaining is how many other members of the Machine are still there: the hook is released only
 // when none is, else the record is closed and the next pass removes the next member.
-func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, remaining int) (bool, error) {
+func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, remaining int) (step, error) {
 	if r.stopIfOverdue(s, m, rec) {
-		return false, nil
+		return stepActed, nil
 	}
 	member, err := recordedMember(rec, s.snapshot.SyntheticMemberIDs)
 	if err != nil {
-		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, err.Error())
+		return stepActed, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, err.Error())
 	}
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
@@ -285,22 +299,22 @@ func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.
 	case err != nil:
 		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Confirming the removal of etcd member %s of Machine %s failed, retrying: %v", rec.Member, m.Name, err))
 		s.wantRequeue(removalPollInterval)
-		return false, nil
+		return stepActed, nil
 	case removal.State == etcd.RemovalRemoved && remaining > 0:
 		rec.Result, rec.Message, rec.EndTime = v1alpha1.RemovalRemoved, removal.Reason, &metav1.Time{Time: s.now}
 		s.cpe.Status.Removal = &rec
 		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s; %d more to remove", rec.Member, m.Name, remaining))
 		s.wantRequeue(confirmRequeueAfter)
-		return false, nil
+		return stepActed, nil
 	case removal.State == etcd.RemovalRemoved:
 		r.atStep(ctx, StepRemovedBeforeRelease)
-		return true, r.releaseRemoved(ctx, s, m, removal.Reason)
+		return stepReleased, r.releaseRemoved(ctx, s, m, removal.Reason)
 	case removal.State == etcd.RemovalRejected:
-		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
+		return stepActed, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
 	}
 	s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", rec.Member, m.Name, removal.Reason))
 	s.wantRequeue(removalPollInterval)
-	return false, nil
+	return stepActed, nil
 }
 
 // recordedMember returns the member a removal record is about, as the backends take it: the
@@ -382,7 +396,7 @@ func memberLogValues(snap *etcd.Snapshot, m etcd.Member) []any {
 
 // removeMember re-checks quorum on a fresh observation, moves leadership off the target if it
 // leads, or else asks for the removal: one change per pass.
-func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (bool, error) {
+func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (step, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues(memberLogValues(s.snapshot, target)...)
 	// Important! This is the safety net right before the destructive call: the snapshot is this
 	// pass's own, taken moments ago.
@@ -390,15 +404,10 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	log.V(2).Info("Quorum projection for member removal", "allowed", verdict.Allowed, "reason", verdict.Reason, "message", verdict.Message)
 	if !verdict.Allowed {
 		r.setBlocked(s, m, fmt.Sprintf("Removing etcd member %s of Machine %s is not safe now (%s): %s", target, m.Name, verdict.Reason, verdict.Message))
-		s.yielded = s.removalUnderWay() == nil
-		return false, nil
+		return stepWaiting, nil
 	}
-	if other := s.removalUnderWay(); other != nil && other.MachineName != m.Name {
-		// One removal at a time: status.removal follows one, and the projection above assumed
-		// no other membership change.
-		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for the removal of etcd member %s of Machine %s to finish", m.Name, other.Member, other.MachineName))
-		s.yielded = true
-		return false, nil
+	if st, wait := r.besideOtherRemoval(ctx, s, m, target); wait {
+		return st, nil
 	}
 	r.atStep(ctx, StepQuorumChecked)
 	if moved, err := r.moveLeadershipOff(ctx, s, m, target); err != nil || moved {
@@ -406,7 +415,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 			r.atStep(ctx, StepLeaderMoved)
 		}
 		s.wantRequeue(removalPollInterval)
-		return false, err
+		return stepActed, err
 	}
 	// Important! Write-ahead: the record is persisted before the backend is asked, so a manager
 	// that stops right after asking finds the removal in flight and confirms it through the
@@ -417,7 +426,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "removal requested")
 	}
 	if err := r.persistRemoval(ctx, s); err != nil {
-		return false, err
+		return stepActed, err
 	}
 	r.atStep(ctx, StepRemovalRecorded)
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
@@ -430,7 +439,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		r.event(s, m, corev1.EventTypeWarning, v1alpha1.EventMemberRemovalFailed, msg)
 		s.wantRequeue(removalPollInterval)
 		log.Info("Member removal failed, retrying", "err", err.Error())
-		return false, nil
+		return stepActed, nil
 	}
 	log.Info("Member removal", "state", removal.State, "reason", removal.Reason)
 	switch removal.State {
@@ -441,15 +450,15 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		s.recordRemoval(m, target, v1alpha1.RemovalInProgress, "member removed; confirming")
 		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s; confirming", target, m.Name))
 		s.wantRequeue(confirmRequeueAfter)
-		return false, nil
+		return stepActed, nil
 	case etcd.RemovalRejected:
 		rec := s.removalRecord(m, target)
-		return false, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
+		return stepActed, r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason)
 	}
 	r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoving, fmt.Sprintf("Removing etcd member %s of Node %s: %s", memberWithID(s.snapshot, target), target.NodeName, removal.Reason))
 	s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", target, m.Name, removal.Reason))
 	s.wantRequeue(removalPollInterval)
-	return false, nil
+	return stepActed, nil
 }
 
 // moveLeadershipOff moves leadership to the best candidate when target leads. It reports moved
@@ -544,6 +553,10 @@ func (s *scope) recordRemoval(m *clusterv1.Machine, target etcd.Member, res v1al
 // releaseRemoved releases the hook of a Machine whose members are gone, closing its record.
 func (r *Reconciler) releaseRemoved(ctx context.Context, s *scope, m *clusterv1.Machine, why string) error {
 	rec := s.cpe.Status.Removal
+	if rec != nil && rec.MachineName != m.Name && s.recordStillNeeded(rec) {
+		// Another Machine's removal is in progress or waits for a person: its record stays.
+		return r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
+	}
 	if rec == nil || rec.MachineName != m.Name {
 		// No member belonged to the Machine in this pass's observation and none was recorded:
 		// the record still says what ended for this Machine.

@@ -1,6 +1,7 @@
 package controlplaneetcd
 
 import (
+	"cmp"
 	"context"
 	"testing"
 	"time"
@@ -119,7 +120,9 @@ func inProgress(member string, id, machine string) *v1alpha1.MemberRemovalStatus
 // and a blocked Machine does not hold up a removal that is safe.
 func TestReconciler_removalFlow(t *testing.T) {
 	tests := []struct {
-		name    string
+		name string
+		// members is how many members and control-plane Machines the scope has; 3 when zero.
+		members int
 		down    []int
 		backend *etcdfake.Cluster
 		// prepare deletes Machines and edits the observation.
@@ -240,6 +243,99 @@ func TestReconciler_removalFlow(t *testing.T) {
 			},
 		},
 		{
+			name: "A Machine held longest whose drain is not over does not hold up the next one: its member is removed",
+			prepare: func(s *scope) {
+				a := deleting(s.machines[0])
+				a.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				a.Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
+				deleting(s.machines[2])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{3}))
+				g.Expect(run.s.storedRemoval).To(HaveValue(HaveField("MachineName", "m-cp-2")))
+			},
+		},
+		{
+			name: "A Machine held longest that waits for another provider's hook does not hold up the next one",
+			prepare: func(s *scope) {
+				a := deleting(s.machines[0])
+				a.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				a.Annotations[clusterv1.PreTerminateDeleteHookAnnotationPrefix+"/other-provider"] = ""
+				deleting(s.machines[2])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{3}))
+			},
+		},
+		{
+			name: "A stopped removal waits for a person without holding up the next Machine, and keeps status.removal: the next one's removal waits, its release goes",
+			prepare: func(s *scope) {
+				a := deleting(s.machines[0])
+				a.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				rec := inProgress("cp-0", "1", "m-cp-0")
+				rec.Result, rec.EndTime, rec.Message = v1alpha1.RemovalTimedOut, &metav1.Time{Time: now}, "the removal waited longer than 10m0s"
+				s.cpe.Status.Removal = rec
+				deleting(s.machines[1])
+				deleting(s.machines[2])
+				dropMember(s, 3)
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[2])).To(BeFalse(), "the Machine with no member is released")
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty(), "no removal replaces the stopped one in status.removal")
+				g.Expect(run.s.storedRemoval).To(HaveValue(And(HaveField("MachineName", "m-cp-0"), HaveField("Result", v1alpha1.RemovalTimedOut))))
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Reason", v1alpha1.ProgressingRemovalTimedOutReason)))
+			},
+		},
+		{
+			name: "Repair path: the removal of the Machine held longest went out and is refused now that another member is down; the down member's Machine is handled beside it",
+			down: []int{2},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				s.cpe.Status.Removal = inProgress("cp-0", "1", "m-cp-0")
+				deleting(s.machines[2])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{3}))
+				g.Expect(run.backend.atRemoveOf).To(ConsistOf(HaveValue(And(HaveField("MachineName", "m-cp-2"), HaveField("MemberID", "3")))),
+					"the write-ahead record is the down member's")
+				g.Expect(run.hooked(g, run.s.machines[0])).To(BeTrue())
+			},
+		},
+		{
+			name:    "Repair path: beside a refused removal that went out, the down member's removal waits when both together would lose quorum",
+			members: 4,
+			down:    []int{2},
+			prepare: func(s *scope) {
+				// 3 voters and the learner cp-3: removing cp-0 is refused with cp-2 down (1 of 2
+				// voters healthy once the learner is promoted); removing cp-2 alone keeps 2 of 2,
+				// but then cp-0's removal, if etcd applies it, leaves 1 of 1 with a learner.
+				s.snapshot.Members[3].IsLearner = true
+				deleting(s.machines[0]).DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				s.cpe.Status.Removal = inProgress("cp-0", "1", "m-cp-0")
+				deleting(s.machines[2])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+				g.Expect(run.s.storedRemoval).To(HaveValue(HaveField("MachineName", "m-cp-0")))
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Reason", v1alpha1.ProgressingRemovalBlockedReason)))
+			},
+		},
+		{
+			name:    "Repair path: a K3s removal in progress is never replaced, refused or not: its record is what its release is proven by",
+			down:    []int{2},
+			backend: &etcdfake.Cluster{},
+			prepare: func(s *scope) {
+				s.snapshot.SyntheticMemberIDs = true
+				deleting(s.machines[0]).DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				s.cpe.Status.Removal = inProgress("cp-0", "", "m-cp-0")
+				deleting(s.machines[2])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+				g.Expect(run.s.storedRemoval).To(HaveValue(HaveField("MachineName", "m-cp-0")))
+			},
+		},
+		{
 			name:    "A backend whose IDs are not etcd's (K3s) gets its removal recorded by member name and Node, with no member ID",
 			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{2: {State: etcd.RemovalInProgress, Reason: "waiting for K3s"}}},
 			prepare: func(s *scope) {
@@ -335,7 +431,7 @@ func TestReconciler_removalFlow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			s := testScope(3, tt.down...)
+			s := testScope(cmp.Or(tt.members, 3), tt.down...)
 			tt.prepare(s)
 			backend := tt.backend
 			if backend == nil {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -160,20 +161,18 @@ func (r *Reconciler) restartRemoval(ctx context.Context, s *scope, m *clusterv1.
 }
 
 // retryStillAsked reads m uncached and reports whether it still carries the retry annotation.
-// It lists the Cluster's control-plane Machines, as newScope does: the controller may list
-// Machines, not get them one by one.
+// It lists the Machines etcd-adapter holds (backends.ListControlPlaneAndEtcdMachines), as
+// newScope does: the controller may list Machines, not get them one by one.
 func (r *Reconciler) retryStillAsked(ctx context.Context, s *scope, m *clusterv1.Machine) (bool, error) {
 	var reader client.Reader = r.Client
 	if r.APIReader != nil {
 		reader = r.APIReader
 	}
-	machines := &clusterv1.MachineList{}
-	if err := reader.List(ctx, machines, client.InNamespace(m.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: s.cluster.Name},
-		client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
-		return false, fmt.Errorf("failed to list control-plane Machines of Cluster %s: %w", s.cluster.Name, err)
+	machines, err := backends.ListControlPlaneAndEtcdMachines(ctx, reader, m.Namespace, s.cluster.Name)
+	if err != nil {
+		return false, err
 	}
-	for _, live := range machines.Items {
+	for _, live := range machines {
 		if live.Name == m.Name {
 			return live.Annotations[v1alpha1.RetryRemovalAnnotation] == v1alpha1.AnnotationTrue, nil
 		}

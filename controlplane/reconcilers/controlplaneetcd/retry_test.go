@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
 )
@@ -94,7 +95,7 @@ func TestReconciler_retryRemoval(t *testing.T) {
 	}
 	pass := func(g Gomega, run *flowRun, r *Reconciler) ctrl.Result {
 		// As Reconcile does: the pass's Machines and ControlPlaneEtcd as stored.
-		for _, m := range run.s.machines {
+		for _, m := range run.s.memberMachines() {
 			g.Expect(run.client.Get(context.Background(), client.ObjectKeyFromObject(m), m)).To(Succeed())
 		}
 		g.Expect(run.client.Get(context.Background(), client.ObjectKeyFromObject(run.s.cpe), run.s.cpe)).To(Succeed())
@@ -145,6 +146,26 @@ func TestReconciler_retryRemoval(t *testing.T) {
 		g.Expect(backend.atRemoveOf).To(ConsistOf(HaveValue(And(HaveField("Result", v1alpha1.RemovalInProgress),
 			HaveField("StartTime.Time", BeTemporally("==", now)), HaveField("EndTime", BeNil())))))
 		g.Expect(backend.withdrawn).To(HaveLen(1), "the withdrawal happens once")
+	})
+
+	t.Run("A retry on an etcdadm etcd Machine (no control-plane label) is read back and carried out", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		m := rejected(s)
+		s.cpe.Status.Removal.Result = v1alpha1.RemovalTimedOut
+		for _, em := range s.machines {
+			// As the etcdadm controller labels its etcd Machines (controllers/helpers.go EtcdLabelsForCluster).
+			em.Labels = map[string]string{clusterv1.ClusterNameLabel: "c", backends.EtcdClusterLabel: "c-etcd"}
+		}
+		run := newFlowRun(t, s, &etcdfake.Cluster{})
+		s.etcdadm, s.etcdMachines, s.machines = true, s.machines, nil
+		r := &Reconciler{Client: run.client, Recorder: &eventRecorder{}}
+		for range 3 {
+			pass(g, run, r)
+		}
+		g.Expect(annotated(g, run, m)).To(BeFalse())
+		g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{2}), "the retried removal is asked")
+		g.Expect(run.s.storedRemoval).To(HaveValue(And(HaveField("MachineName", "m-cp-1"), HaveField("StartTime.Time", BeTemporally("==", now)))))
 	})
 
 	t.Run("A retry of a timed-out removal starts a new clock: the new attempt does not time out at once", func(t *testing.T) {

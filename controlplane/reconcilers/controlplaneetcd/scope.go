@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,30 +52,23 @@ type scope struct {
 	// storedRemoval is status.removal as last written (read at the start of the pass, then
 	// each write-ahead), so the removal flow writes its record only when it changed.
 	storedRemoval *v1alpha1.MemberRemovalStatus
-	// yielded is set by a deleting Machine's step when its removal cannot start for a reason
-	// another Machine's removal may clear, so the next Machine is looked at.
-	yielded bool
 }
 
 func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtcd, cluster *clusterv1.Cluster) (*scope, error) {
 	s := &scope{cpe: cpe, cluster: cluster, now: r.now(), observationInterval: cpe.Spec.ObservationIntervalOr(r.ObservationInterval),
 		storedRemoval: cpe.Status.Removal.DeepCopy()}
-	machines := &clusterv1.MachineList{}
-	var err error
-	if err = r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name},
-		client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
-		return nil, fmt.Errorf("failed to list control-plane Machines of Cluster %s: %w", cluster.Name, err)
+	held, err := backends.ListControlPlaneAndEtcdMachines(ctx, r.Client, cluster.Namespace, cluster.Name)
+	if err != nil {
+		return nil, err
 	}
-	for i := range machines.Items {
-		s.machines = append(s.machines, &machines.Items[i])
-	}
-	slices.SortFunc(s.machines, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
-	if cpe.Spec.Backend == v1alpha1.BackendExternal {
-		var ec *unstructured.Unstructured
-		if ec, s.etcdMachines, err = r.etcdadmMachines(ctx, cluster); err != nil {
-			return nil, err
+	for _, m := range held {
+		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
+			s.machines = append(s.machines, m)
 		}
+	}
+	if cpe.Spec.Backend == v1alpha1.BackendExternal {
+		ec := r.etcdadmCluster(ctx, cluster)
+		s.etcdMachines = etcdMachinesOf(ec, held)
 		s.etcdadm = ec != nil
 		// Note: the etcdadm controller deletes every etcd Machine of an EtcdadmCluster being
 		// deleted (controllers/controller.go reconcileDelete); no member is removed one by one then.
@@ -93,28 +84,31 @@ func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtc
 	return s, nil
 }
 
-// etcdadmMachines returns the EtcdadmCluster the Cluster owns and its etcd Machines: those with
-// the Cluster's name label and cluster.x-k8s.io/etcd-cluster=<EtcdadmCluster name>, the selector
-// the etcdadm controller lists its own by (aws/etcdadm-controller controllers/helpers.go
-// EtcdMachinesSelectorForCluster). None when the Cluster owns no EtcdadmCluster, or when which
-// one is not clear (the backend then reports why it cannot observe).
-func (r *Reconciler) etcdadmMachines(ctx context.Context, cluster *clusterv1.Cluster) (*unstructured.Unstructured, []*clusterv1.Machine, error) {
+// etcdadmCluster returns the EtcdadmCluster the Cluster owns; nil when it owns none, or when
+// which one is not clear (the backend then reports why it cannot observe).
+func (r *Reconciler) etcdadmCluster(ctx context.Context, cluster *clusterv1.Cluster) *unstructured.Unstructured {
 	ec, err := backends.FindEtcdadmCluster(ctx, r.Client, r.Client.RESTMapper(), cluster)
-	if err != nil || ec == nil {
+	if err != nil {
 		// Note: the same lookup fails the backend's observation with the reason.
-		return nil, nil, nil
+		return nil
 	}
-	machines := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(cluster.Namespace),
-		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name, backends.EtcdClusterLabel: ec.GetName()}); err != nil {
-		return nil, nil, fmt.Errorf("failed to list the etcd Machines of EtcdadmCluster %s: %w", klog.KObj(ec), err)
+	return ec
+}
+
+// etcdMachinesOf returns the etcd Machines of ec among held (sorted by name): those labelled
+// cluster.x-k8s.io/etcd-cluster=<EtcdadmCluster name>, the selector the etcdadm controller lists
+// its own by (aws/etcdadm-controller controllers/helpers.go EtcdMachinesSelectorForCluster).
+func etcdMachinesOf(ec *unstructured.Unstructured, held []*clusterv1.Machine) []*clusterv1.Machine {
+	if ec == nil {
+		return nil
 	}
-	out := make([]*clusterv1.Machine, 0, len(machines.Items))
-	for i := range machines.Items {
-		out = append(out, &machines.Items[i])
+	var out []*clusterv1.Machine
+	for _, m := range held {
+		if m.Labels[backends.EtcdClusterLabel] == ec.GetName() {
+			out = append(out, m)
+		}
 	}
-	slices.SortFunc(out, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
-	return ec, out, nil
+	return out
 }
 
 // machineOfMember returns the Machine the member runs on: its etcd Machine (by peer URL host

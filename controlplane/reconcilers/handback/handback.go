@@ -83,21 +83,21 @@ func handsBack(o client.Object) bool {
 	return backends.IsControlPlaneOrEtcdMachine(o.GetLabels()) && o.GetAnnotations()[v1alpha1.PreTerminateHookAnnotation] != ""
 }
 
-// hookedMachines maps to the Cluster's control-plane Machines that carry the hook.
+// hookedMachines maps to the Cluster's control-plane and etcdadm etcd Machines that carry the
+// hook (the Machines handsBack looks at).
 func (r *Reconciler) hookedMachines(ctx context.Context, namespace, clusterName string) []ctrl.Request {
 	if clusterName == "" {
 		return nil
 	}
-	list := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName},
-		client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the control-plane Machines of a Cluster", "Cluster", klog.KRef(namespace, clusterName))
+	machines, err := backends.ListControlPlaneAndEtcdMachines(ctx, r.Client, namespace, clusterName)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the control-plane and etcd Machines of a Cluster", "Cluster", klog.KRef(namespace, clusterName))
 		return nil
 	}
 	var out []ctrl.Request
-	for i := range list.Items {
-		if list.Items[i].Annotations[v1alpha1.PreTerminateHookAnnotation] != "" {
-			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	for _, m := range machines {
+		if handsBack(m) {
+			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m)})
 		}
 	}
 	return out

@@ -1,11 +1,16 @@
 package handback
 
 import (
+	"context"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
@@ -31,4 +36,27 @@ func Test_handsBack(t *testing.T) {
 			g.Expect(handsBack(m)).To(Equal(tt.want))
 		})
 	}
+}
+
+func TestReconciler_hookedMachines(t *testing.T) {
+	g := NewWithT(t)
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clusterv1.AddToScheme(scheme))
+	hooked := map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}
+	machine := func(name string, labels, annotations map[string]string) client.Object {
+		labels[clusterv1.ClusterNameLabel] = "c"
+		return &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels, Annotations: annotations}}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		machine("cp-0", map[string]string{clusterv1.MachineControlPlaneLabel: ""}, hooked),
+		machine("etcd-0", map[string]string{backends.EtcdClusterLabel: "c-etcd"}, hooked),
+		machine("etcd-1", map[string]string{backends.EtcdClusterLabel: "c-etcd"}, nil),
+		machine("worker-0", map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0"}, hooked),
+	).Build()
+	r := &Reconciler{Client: c}
+	var names []string
+	for _, req := range r.hookedMachines(context.Background(), "ns", "c") {
+		names = append(names, req.Name)
+	}
+	g.Expect(names).To(ConsistOf("cp-0", "etcd-0"), "the hooked control-plane and etcdadm etcd Machines, as handsBack lets through")
 }
