@@ -231,7 +231,8 @@ const (
 	// DeleteForMoveAnnotation is the annotation `clusterctl move` sets on every object it deletes
 	// from the source management cluster once they were copied to the target
 	// (sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3): such a deletion moves the Machine,
-	// it does not remove its etcd member, so the quorum guard lets it through.
+	// it does not remove its etcd member, so the quorum guard lets it through, on a paused
+	// Cluster only (clusterctl move pauses it first).
 	DeleteForMoveAnnotation = clusterctlv1.DeleteForMoveAnnotation
 
 	// OptOutAnnotation on a Cluster, with the value AnnotationTrue ("true"), stops a
@@ -291,6 +292,9 @@ const (
 	// EventDeletionRefused: the deletion was refused because removing the Machine's member
 	// would lose quorum (Warning).
 	EventDeletionRefused = "DeletionRefusedWouldLoseQuorum"
+	// EventDeletionAllowedClusterPaused: the deletion of a paused Cluster's Machine was let
+	// through unchecked, without the delete-for-move annotation of clusterctl move (Warning).
+	EventDeletionAllowedClusterPaused = "DeletionAllowedClusterPaused"
 	// EventDeletionAllowedHealthUnknown: the deletion was let through although etcd could not be
 	// observed, so it may lose quorum (Warning).
 	EventDeletionAllowedHealthUnknown = "DeletionAllowedHealthUnknown"

@@ -164,8 +164,10 @@ func TestGuard_dryRunAdmitsNothing(t *testing.T) {
 }
 
 // TestGuard_letsThrough: deletions that do not remove an etcd member the guard must protect go
-// through unchecked, even next to a broken member: clusterctl move, a paused Cluster, a control
-// plane being deleted. A skip annotation with any value but "true" does not skip.
+// through unchecked, even next to a broken member: clusterctl move of a paused Cluster, a paused
+// Cluster (with a warning and a Warning Event, since a person bypassed the guard), a control plane
+// being deleted. A skip annotation with any value but "true" does not skip, and delete-for-move
+// on a Cluster that is not paused does not either.
 func TestGuard_letsThrough(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -173,13 +175,19 @@ func TestGuard_letsThrough(t *testing.T) {
 		cluster     func(*clusterv1.Cluster)
 		controlPlan *controlplanev1.KubeadmControlPlane
 		wantAllowed bool
+		// wantEvent is the Warning Event of a deletion let through as a bypass.
+		wantEvent string
 	}{
-		{name: "clusterctl move's delete-for-move is let through",
-			machine: func(m *clusterv1.Machine) { m.Annotations = map[string]string{v1alpha1.DeleteForMoveAnnotation: ""} }, wantAllowed: true},
-		{name: "a Cluster paused by spec.paused is let through",
+		{name: "clusterctl move's delete-for-move on a paused Cluster is let through",
+			machine: func(m *clusterv1.Machine) { m.Annotations = map[string]string{v1alpha1.DeleteForMoveAnnotation: ""} },
 			cluster: func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }, wantAllowed: true},
-		{name: "a Cluster paused by annotation is let through",
-			cluster: func(c *clusterv1.Cluster) { c.Annotations = map[string]string{clusterv1.PausedAnnotation: ""} }, wantAllowed: true},
+		{name: "delete-for-move on a Cluster that is not paused is guarded",
+			machine: func(m *clusterv1.Machine) { m.Annotations = map[string]string{v1alpha1.DeleteForMoveAnnotation: ""} }},
+		{name: "a Cluster paused by spec.paused is let through, as a bypass",
+			cluster: func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }, wantAllowed: true, wantEvent: v1alpha1.EventDeletionAllowedClusterPaused},
+		{name: "a Cluster paused by annotation is let through, as a bypass",
+			cluster: func(c *clusterv1.Cluster) { c.Annotations = map[string]string{clusterv1.PausedAnnotation: ""} }, wantAllowed: true,
+			wantEvent: v1alpha1.EventDeletionAllowedClusterPaused},
 		{name: "a control plane being deleted is let through",
 			cluster: func(c *clusterv1.Cluster) {
 				c.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: "c"}
@@ -221,7 +229,11 @@ func TestGuard_letsThrough(t *testing.T) {
 			resp := guard.Handle(context.Background(), deleteRequest(g, m, false))
 
 			g.Expect(resp.Allowed).To(Equal(tt.wantAllowed), "%+v", resp.Result)
-			if tt.wantAllowed {
+			switch {
+			case tt.wantEvent != "":
+				g.Expect(resp.Warnings).To(ConsistOf(ContainSubstring("the etcd quorum guard does not check the deletion of Machine m-cp-0")))
+				g.Expect(rec.events).To(ConsistOf(event{Kind: "Machine", Name: "m-cp-0", Type: "Warning", Reason: tt.wantEvent, Message: resp.Warnings[0]}))
+			case tt.wantAllowed:
 				g.Expect(resp.Warnings).To(BeEmpty())
 				g.Expect(rec.events).To(BeEmpty())
 			}

@@ -190,11 +190,6 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 	if !m.DeletionTimestamp.IsZero() {
 		return allowed("the Machine is already being deleted")
 	}
-	if _, move := m.Annotations[v1alpha1.DeleteForMoveAnnotation]; move {
-		// Note: clusterctl move deletes the source's objects once they were copied to the target
-		// management cluster; the Machine moves, its etcd member stays.
-		return allowed(fmt.Sprintf("annotation %s: clusterctl move deletes the Machine from the source management cluster, the etcd member stays", v1alpha1.DeleteForMoveAnnotation))
-	}
 	cluster := &clusterv1.Cluster{}
 	if err := g.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}, cluster); err != nil {
 		return allowed(fmt.Sprintf("failed to get Cluster %s: %v", m.Spec.ClusterName, err))
@@ -203,9 +198,7 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 		return allowed("the Cluster is being deleted")
 	}
 	if annotations.IsPaused(cluster, cluster) {
-		// Note: clusterctl move pauses the Cluster before it deletes anything, and while a Cluster
-		// is paused neither Cluster API nor etcd-adapter acts on its Machines.
-		return allowed("the Cluster is paused (spec.paused or annotation " + clusterv1.PausedAnnotation + ")")
+		return pausedClusterDeletion(m, cluster)
 	}
 	cpe, err := creation.ControlPlaneEtcdOf(ctx, g.Client, cluster)
 	switch {
@@ -248,6 +241,24 @@ func (g *Guard) decide(ctx context.Context, m *clusterv1.Machine, dryRun bool) o
 	}
 	defer g.endTurn(turn)
 	return g.decideInTurn(ctx, cluster, cpe, m, skip, dryRun, hosts)
+}
+
+// pausedClusterDeletion lets a deletion of a paused Cluster's Machine through: while a Cluster is
+// paused neither Cluster API nor etcd-adapter acts on its Machines, so nothing would remove the
+// member anyway. clusterctl move pauses the Cluster before it deletes the source's objects, each
+// with the delete-for-move annotation: the Machine moves, its etcd member stays. Any other
+// deletion of a paused Cluster's Machine is a bypass of the guard, recorded as a Warning.
+//
+// Important! delete-for-move counts only on a paused Cluster: anyone may set it on a Machine, and
+// on a running Cluster it would switch the guard off for that deletion.
+func pausedClusterDeletion(m *clusterv1.Machine, cluster *clusterv1.Cluster) outcome {
+	if _, move := m.Annotations[v1alpha1.DeleteForMoveAnnotation]; move {
+		return allowed(fmt.Sprintf("annotation %s on a Machine of paused Cluster %s: clusterctl move deletes the Machine from the source management cluster, the etcd member stays",
+			v1alpha1.DeleteForMoveAnnotation, cluster.Name))
+	}
+	return allowedWithWarning(nil, v1alpha1.EventDeletionAllowedClusterPaused, fmt.Sprintf(
+		"Cluster %s is paused (spec.paused or annotation %s): the etcd quorum guard does not check the deletion of Machine %s, and its etcd member is not removed while the Cluster is paused",
+		cluster.Name, clusterv1.PausedAnnotation, m.Name))
 }
 
 func skipped(m *clusterv1.Machine) string {
