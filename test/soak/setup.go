@@ -87,7 +87,13 @@ func (s *scenario) startKubeadm(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.createControlPlaneEtcd(ctx, v1alpha1.BackendKubeadm)
+	if err := s.createControlPlaneEtcd(ctx, v1alpha1.BackendKubeadm); err != nil {
+		return err
+	}
+	// Note: the Machines carry KCP's kcp-cleanup hook, and the soak's KCP stand-in (provider.go)
+	// runs it as KCP v1.14 does for spec.version >= 1.31 (last); etcd-adapter reads that order
+	// from the Cluster's KubeadmControlPlane, so the Cluster has one.
+	return s.useKubeadmControlPlane(ctx)
 }
 
 func (s *scenario) startK3s(ctx context.Context) error {

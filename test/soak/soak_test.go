@@ -2,6 +2,8 @@ package soak
 
 import (
 	"context"
+	"flag"
+	"io"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // settings are the soak's knobs, from the environment (make soak passes them on).
@@ -73,6 +77,7 @@ func TestSoak(t *testing.T) {
 	if !on {
 		t.Skip("the soak runs with SOAK_DURATION or SOAK_SCENARIOS set: make soak")
 	}
+	quietLogs()
 	fmt.Printf("soak: SOAK_SEED=%d duration=%s scenarios=%d events/scenario=%d backends=%s\n",
 		st.seed, st.duration, st.scenarios, st.events, strings.Join(st.backends, ","))
 	ctx := t.Context()
@@ -154,6 +159,20 @@ func runScenario(ctx context.Context, t *testing.T, w *world, st settings, i int
 	<-done
 	s.logf("scenario %d: checker took %d samples", i, k.samples)
 	return s
+}
+
+// quietLogs keeps the controllers' logs (klog) out of the soak's output unless SOAK_VERBOSE is
+// set: the soak prints its own events and findings.
+func quietLogs() {
+	if os.Getenv("SOAK_VERBOSE") != "" {
+		return
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
 }
 
 // choose picks an event that applies now, seeded.
