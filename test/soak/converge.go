@@ -89,4 +89,3 @@ func explains(cpe *v1alpha1.ControlPlaneEtcd, machine string) string {
 	}
 	return ""
 }
-

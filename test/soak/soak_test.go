@@ -3,8 +3,8 @@ package soak
 import (
 	"context"
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
