@@ -49,7 +49,7 @@ func newCluster(opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{settings: &settings{
 		ca: opts.CA, token: randomToken(), tickMs: opts.TickMs, electionMs: opts.ElectionMs,
-		quotaBackendBytes: opts.QuotaBackendBytes, looseReconfig: opts.DisableStrictReconfigCheck,
+		quotaBackendBytes: opts.QuotaBackendBytes, looseReconfig: opts.DisableStrictReconfigCheck, removes: &removeLog{},
 	}}
 	if err := c.prepare(opts); err != nil {
 		return nil, errors.Join(err, c.Close())

@@ -25,6 +25,7 @@ type settings struct {
 	electionMs        uint
 	quotaBackendBytes int64
 	looseReconfig     bool
+	removes           *removeLog
 }
 
 // embedConfig builds the member's etcd configuration. Only the data directory is state: the
@@ -52,7 +53,7 @@ func (m *Member) embedConfig() *embed.Config {
 	// Fewer goroutines and listeners, and no fsync: test data need not survive a power cut.
 	cfg.EnableGRPCGateway = false
 	cfg.UnsafeNoFsync = true
-	cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(endCallOnPanic)}
+	cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(endCallOnPanic, m.settings.removes.intercept)}
 	return cfg
 }
 

@@ -1,0 +1,9 @@
+package soak
+
+import "slices"
+
+func sorted(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,122 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdadm"
+)
+
+// world is the management cluster (Cluster API's Machine and MachineHealthCheck controllers),
+// the etcd-adapter webhook server, and two etcd-adapter controller replicas under leader
+// election, as the Deployment runs them.
+type world struct {
+	scheme *runtime.Scheme
+	mgmt   *env.Management
+
+	mu       sync.Mutex
+	webhooks *replica
+	replicas []*replica
+	started  int
+}
+
+func startWorld(ctx context.Context) (_ *world, err error) {
+	w := &world{scheme: env.Scheme()}
+	utilruntime.Must(v1alpha1.AddToScheme(w.scheme))
+	kubeadmCRDs, err := capi.KubeadmCRDs()
+	if err != nil {
+		return nil, err
+	}
+	w.mgmt, err = env.StartManagementWith(ctx, env.ManagementOptions{
+		Scheme:            w.scheme,
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		CRDs:              append(kubeadmCRDs, etcdadm.ClusterCRD()),
+		Webhooks:          &envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, w.stop())
+		}
+	}()
+	if err := w.mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: adapterNamespace}}); err != nil {
+		return nil, fmt.Errorf("failed to create namespace %s: %w", adapterNamespace, err)
+	}
+	if w.webhooks, err = w.startReplica(ctx, "webhooks", replicaOptions{webhooksOnly: true}); err != nil {
+		return nil, err
+	}
+	for range 2 {
+		if err := w.addReplica(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// addReplica starts one more controller replica.
+func (w *world) addReplica(ctx context.Context) error {
+	w.mu.Lock()
+	w.started++
+	name := fmt.Sprintf("replica-%d", w.started)
+	w.mu.Unlock()
+	r, err := w.startReplica(ctx, name, replicaOptions{})
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.replicas = append(w.replicas, r)
+	w.mu.Unlock()
+	return nil
+}
+
+// killReplica kills the leader (leader true) or a replica that is not the leader, and starts a
+// new replica in its place, as the Deployment's ReplicaSet does. It returns what it killed.
+func (w *world) killReplica(ctx context.Context, leader bool) (string, error) {
+	w.mu.Lock()
+	victim := -1
+	for i, r := range w.replicas {
+		if r.elected() == leader {
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		victim = 0
+	}
+	r := w.replicas[victim]
+	w.replicas = append(w.replicas[:victim:victim], w.replicas[victim+1:]...)
+	w.mu.Unlock()
+	what := fmt.Sprintf("%s (leader %t)", r.name, r.elected())
+	if err := r.kill(); err != nil {
+		return what, err
+	}
+	return what, w.addReplica(ctx)
+}
+
+func (w *world) stop() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for _, r := range w.replicas {
+		errs = append(errs, r.kill())
+	}
+	if w.webhooks != nil {
+		errs = append(errs, w.webhooks.kill())
+	}
+	errs = append(errs, w.mgmt.Stop())
+	return errors.Join(errs...)
+}
