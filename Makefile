@@ -55,7 +55,8 @@ bench-fleet: envtest-assets ## Manager CPU, memory, fds, goroutines and status f
 bench-hooks: envtest-assets ## Pre-terminate hook latency per backend (median, p99 of 20 deletions) and member failure → status.
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/hookbench -run '^$$' -bench BenchmarkHookRelease -benchtime 1x -count=1 -timeout 60m
 
-# The seeded soak (test/soak), not part of `make test`: random but reproducible scenarios on every
+# The seeded soak (test/soak, build tag soak, so `make test` compiles no test there): random but
+# reproducible scenarios on every
 # backend until SOAK_DURATION passed (or SOAK_SCENARIOS were played), judged from etcd itself. The
 # seed is printed; SOAK_SEED replays it. SOAK_BACKENDS (kubeadm,k3s,etcdadm) and SOAK_EVENTS (per
 # scenario, default 6) narrow or lengthen it.
@@ -67,7 +68,7 @@ SOAK_EVENTS ?=
 .PHONY: soak
 soak: envtest-assets ## Seeded soak of joins, deletions, remediations, scale-downs, member stops and manager kills (SOAK_DURATION, SOAK_SEED).
 	SOAK_DURATION="$(SOAK_DURATION)" SOAK_SEED="$(SOAK_SEED)" SOAK_SCENARIOS="$(SOAK_SCENARIOS)" SOAK_BACKENDS="$(SOAK_BACKENDS)" SOAK_EVENTS="$(SOAK_EVENTS)" \
-	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/soak -run '^TestSoak$$' -count=1 -v -timeout 24h
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test -tags soak ./test/soak -run '^TestSoak$$' -count=1 -v -timeout 24h
 
 # The demo builds the test binaries itself (with progress) when they are missing, so it needs
 # nothing but Go. DEMO_ARGS are passed on, e.g. DEMO_ARGS=--keep-running.

@@ -1,3 +1,5 @@
+//go:build soak
+
 package soak
 
 import (
@@ -75,7 +77,7 @@ type figures struct {
 func TestSoak(t *testing.T) {
 	st, on := readSettings(t)
 	if !on {
-		t.Skip("the soak runs with SOAK_DURATION or SOAK_SCENARIOS set: make soak")
+		t.Fatal("set SOAK_DURATION or SOAK_SCENARIOS (make soak sets SOAK_DURATION=10m)")
 	}
 	quietLogs()
 	fmt.Printf("soak: SOAK_SEED=%d duration=%s scenarios=%d events/scenario=%d backends=%s\n",
