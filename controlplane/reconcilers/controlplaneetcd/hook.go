@@ -237,13 +237,32 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 		r.atStep(ctx, StepRemovedBeforeRelease)
 		return stepReleased, r.releaseRemoved(ctx, s, m, noMemberReason(s, m))
 	case len(targets) == len(s.snapshot.Members):
-		return stepReleased, r.release(ctx, s, m, fmt.Sprintf("Machine %s hosts the last etcd member, which is never removed", m.Name), v1alpha1.EventHookReleased)
+		return r.lastMember(ctx, s, m)
 	}
 	target := targets[0]
 	if r.stopIfOverdue(s, m, s.removalRecord(m, target)) {
 		return stepActed, nil
 	}
 	return r.removeMember(ctx, s, m, target)
+}
+
+// lastMember decides for a deleting Machine that hosts every member left: the member is never
+// removed, and the Machine goes only on a person's say-so (skip-quorum-guard=true, with which the
+// quorum guard let the deletion through, or release-hook=true).
+//
+// Important! The quorum guard refuses the last member's Machine, but the world can make a
+// Machine the last one after its deletion was admitted (K3s removes the member of a deleted
+// Node; another member's etcd loses its data). Releasing it then would delete the only copy of
+// the cluster's data with the infrastructure; it waits instead, and says why.
+func (r *Reconciler) lastMember(ctx context.Context, s *scope, m *clusterv1.Machine) (step, error) {
+	if m.Annotations[v1alpha1.SkipQuorumGuardAnnotation] == v1alpha1.AnnotationTrue {
+		return stepReleased, r.release(ctx, s, m, fmt.Sprintf("Machine %s hosts the last etcd member, which is never removed, and has annotation %s=%s",
+			m.Name, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue), v1alpha1.EventHookReleased)
+	}
+	r.setBlocked(s, m, fmt.Sprintf("Machine %s hosts the last etcd member of Cluster %s, which is never removed, and deleting it would end etcd and the control plane with it: "+
+		"it is held until the Cluster or its control plane is deleted, or a person annotates it %s=%s (or %s=%s)",
+		m.Name, s.cluster.Name, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
+	return stepWaiting, nil
 }
 
 // noMemberReason says why no member belongs to the Machine, for the release.

@@ -165,6 +165,28 @@ func TestReconciler_removalFlow(t *testing.T) {
 			},
 		},
 		{
+			name:    "A deleting Machine that became the last member's (the others removed after its deletion was admitted) keeps its hook and says why",
+			members: 1,
+			prepare: func(s *scope) { deleting(s.machines[0]) },
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[0])).To(BeTrue())
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+				g.Expect(run.s.progressing).To(HaveValue(And(HaveField("Reason", v1alpha1.ProgressingRemovalBlockedReason),
+					HaveField("Message", ContainSubstring("hosts the last etcd member")))))
+			},
+		},
+		{
+			name:    "The last member's Machine a person let through the guard with skip-quorum-guard=true is released, its member kept",
+			members: 1,
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).Annotations[v1alpha1.SkipQuorumGuardAnnotation] = v1alpha1.AnnotationTrue
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.hooked(g, run.s.machines[0])).To(BeFalse())
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+			},
+		},
+		{
 			name: "A Machine without a Node and with no member anywhere is released",
 			prepare: func(s *scope) {
 				m := deleting(s.machines[2])
