@@ -51,15 +51,18 @@ func Test_dialer_hugeErrorFrame(t *testing.T) {
 			var errs []error
 			for range 3 {
 				_, err = d.dial(t.Context(), "n1", creds)
-				g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "%v", err)
+				g.Expect(err).To(HaveOccurred())
+				g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "%.600s", err)
 				errs = append(errs, err)
 			}
 			after := heapInuse()
 			grown := int64(after) - int64(before)
 			t.Logf("heap in use: %d MiB before, %d MiB after three port-forwards answered with an 8 MiB error (%+d KiB)", before>>20, after>>20, grown>>10)
-			g.Expect(grown).To(BeNumerically("<", 4<<20), "the manager's heap grew by %d MiB", grown>>20)
+			// The old unbounded read kept 3 x 8 MiB in the errors; the kubelet code of the server may
+			// still hold one message while its connection closes.
+			g.Expect(grown).To(BeNumerically("<", 12<<20), "the manager's heap grew by %d MiB", grown>>20)
 			for _, err := range errs {
-				g.Expect(len(err.Error())).To(BeNumerically("<", 2*etcd.MaxTextBytes), "the kubelet's text is bounded")
+				g.Expect(len(err.Error())).To(BeNumerically("<", 2*etcd.MaxTextBytes), "the kubelet's text is bounded: %.600s", err)
 				g.Expect(err.Error()).NotTo(ContainSubstring("\n* Member"), "the kubelet's text cannot forge a line")
 			}
 		})
