@@ -89,7 +89,9 @@ func isTLSFailure(err error) bool {
 // ("etcdserver: ...") is the member's word, kept as one bounded line; anything else (the
 // connection failed) is classified.
 func (b *Backend) rpcError(ctx context.Context, ep, what string, err error) error {
-	if etcdrpc.IsEtcdAnswer(err) {
+	// An answer past etcd.MaxResponseBytes is refused by the client with ResourceExhausted,
+	// which IsEtcdAnswer counts as etcd's own word.
+	if status.Code(err) != codes.ResourceExhausted && etcdrpc.IsEtcdAnswer(err) {
 		return fmt.Errorf("etcd at %s answered %s: %s", ep, what, etcd.SanitizeText(etcdMessage(err), etcd.MaxTextBytes))
 	}
 	return b.classify(ctx, ep, what, err)
