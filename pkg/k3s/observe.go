@@ -63,7 +63,9 @@ func (b *Backend) etcdNodes(ctx context.Context, r client.Reader) ([]*corev1.Nod
 	if err := r.List(ctx, list, client.MatchingLabels{EtcdRoleLabel: "true"}, client.Limit(etcd.MaxMembers+1)); err != nil {
 		return nil, readError(err, "failed to list etcd Nodes")
 	}
-	if len(list.Items) > etcd.MaxMembers || list.Continue != "" {
+	// Only the count tells: a cache reader (remove.go reads through one) may set a continue
+	// token with every item listed, and a live list of etcd.MaxMembers+1 is already too many.
+	if len(list.Items) > etcd.MaxMembers {
 		return nil, fmt.Errorf("%w: the workload cluster has more than %d Nodes labelled %s", etcd.ErrTooLarge, etcd.MaxMembers, EtcdRoleLabel)
 	}
 	nodes := make([]*corev1.Node, 0, len(list.Items))
