@@ -49,6 +49,11 @@ const (
 
 	// EtcdClusterConnectionDownReason surfaces that the workload cluster cannot be reached.
 	EtcdClusterConnectionDownReason = controlplanev1.KubeadmControlPlaneEtcdClusterConnectionDownReason
+
+	// EtcdClusterInputTooLargeReason surfaces that the workload cluster answered with more than
+	// etcd-adapter reads (a member list longer than any real etcd has, an oversized message), so
+	// etcd was not inspected. The Machines' EtcdMemberHealthy conditions carry it too.
+	EtcdClusterInputTooLargeReason = "InputTooLarge"
 )
 
 // Reasons carried by quorum verdicts (scale-down, Machine deletion and remediation gates).

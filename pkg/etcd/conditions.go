@@ -50,6 +50,22 @@ func AssessHealth(in HealthInput) HealthVerdict {
 		v.Machines[m.Name] = machineCondition(in.Snapshot, members, m)
 	}
 	v.Cluster = clusterCondition(in, v.Machines, members, clusterProblems(in, members))
+	return boundMessages(v)
+}
+
+// boundMessages cuts every message to what the API accepts (MaxConditionMessageBytes,
+// MaxMemberMessageBytes): a status patch with a longer one is refused, and the Cluster's status
+// would then stop updating. Backends bound what a workload cluster says; this bounds what many
+// members' messages add up to.
+func boundMessages(v HealthVerdict) HealthVerdict {
+	for name, c := range v.Machines {
+		c.Message = Truncate(c.Message, MaxConditionMessageBytes)
+		v.Machines[name] = c
+	}
+	v.Cluster.Message = Truncate(v.Cluster.Message, MaxConditionMessageBytes)
+	for i := range v.Members {
+		v.Members[i].Message = Truncate(v.Members[i].Message, MaxMemberMessageBytes)
+	}
 	return v
 }
 
@@ -59,7 +75,9 @@ func unobservedVerdict(in HealthInput) HealthVerdict {
 		err = fmt.Errorf("%w: no snapshot and no error given", ErrInvalidInput)
 	}
 	reason := ConditionReasonFor(err)
-	msg := fmt.Sprintf("Failed to observe etcd: %v", err)
+	// The error may quote the workload cluster (errors.Join adds line breaks too): one line,
+	// bounded.
+	msg := SanitizeText(fmt.Sprintf("Failed to observe etcd: %v", err), MaxConditionMessageBytes)
 	v := HealthVerdict{Machines: map[string]metav1.Condition{}}
 	for _, m := range in.Machines {
 		if m.Deleting {

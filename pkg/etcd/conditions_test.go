@@ -275,4 +275,5 @@ func TestConditionReasonFor(t *testing.T) {
 	g.Expect(ConditionReasonFor(fmt.Errorf("dial: %w", ErrUnreachable))).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
 	g.Expect(ConditionReasonFor(fmt.Errorf("%w: no CA", ErrInvalidInput))).To(Equal(v1alpha1.EtcdClusterInspectionFailedReason))
 	g.Expect(ConditionReasonFor(fmt.Errorf("%w: too few started", ErrRefused))).To(Equal(v1alpha1.EtcdClusterInspectionFailedReason))
+	g.Expect(ConditionReasonFor(fmt.Errorf("%w: 5000 members", ErrTooLarge))).To(Equal(v1alpha1.EtcdClusterInputTooLargeReason))
 }

@@ -19,9 +19,13 @@ var (
 )
 
 // ConditionReasonFor maps an observation error to the EtcdClusterHealthy reason KCP uses for
-// it: ConnectionDown when etcd cannot be reached, InspectionFailed otherwise.
+// it: ConnectionDown when etcd cannot be reached, InspectionFailed otherwise; InputTooLarge
+// (ours, not KCP's) when the workload cluster answered past a bound (ErrTooLarge).
 func ConditionReasonFor(err error) string {
-	if errors.Is(err, ErrUnreachable) {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return v1alpha1.EtcdClusterInputTooLargeReason
+	case errors.Is(err, ErrUnreachable):
 		return v1alpha1.EtcdClusterConnectionDownReason
 	}
 	return v1alpha1.EtcdClusterInspectionFailedReason

@@ -139,7 +139,7 @@ func (b *Backend) client(ctx context.Context, ep string, creds *credentials) (*c
 	}
 	b.mu.Unlock()
 	if err := b.probe(ctx, ep, creds); err != nil {
-		return nil, err
+		return nil, b.classify(ctx, ep, "dial", err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:            []string{ep},
@@ -148,13 +148,16 @@ func (b *Backend) client(ctx context.Context, ep string, creds *credentials) (*c
 		DialKeepAliveTime:    30 * time.Second,
 		DialKeepAliveTimeout: b.cfg.CallTimeout,
 		Logger:               zap.NewNop(),
+		// clientv3's default is 2 GiB: a member answering a huge member list would be read
+		// whole into the manager's memory.
+		MaxCallRecvMsgSize: etcd.MaxResponseBytes,
 	}
 	if b.cfg.DialContext != nil {
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithContextDialer(b.cfg.DialContext))
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create an etcd client for %s: %w", ep, err)
+		return nil, b.classify(ctx, ep, "create client", err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

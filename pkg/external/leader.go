@@ -43,9 +43,9 @@ func (b *Backend) MoveLeader(ctx context.Context, from, to etcd.Member) (etcd.Le
 	switch {
 	case err == nil:
 	case etcdrpc.IsEtcdAnswer(err):
-		return etcd.LeaderMove{}, fmt.Errorf("%w: etcd leader at %s refused to move leadership to %s: %w", etcd.ErrRefused, l.endpoint, target, err)
+		return etcd.LeaderMove{}, fmt.Errorf("%w: etcd leader at %s refused to move leadership to %s: %w", etcd.ErrRefused, l.endpoint, target, b.rpcError(ctx, l.endpoint, "MoveLeader", err))
 	default:
-		return etcd.LeaderMove{}, fmt.Errorf("%w: failed to move etcd leadership from %s to %s: %w", etcd.ErrUnreachable, l.endpoint, target, err)
+		return etcd.LeaderMove{}, fmt.Errorf("%w: failed to move etcd leadership from %s to %s: %w", etcd.ErrUnreachable, l.endpoint, target, b.rpcError(ctx, l.endpoint, "MoveLeader", err))
 	}
 	b.logger(ctx).Info("Moved etcd leadership", "member", from.String(), "toMember", target.String())
 	return etcd.LeaderMove{Outcome: etcd.LeaderMoved}, nil

@@ -87,6 +87,9 @@ func (b *Backend) observe(ctx context.Context) (*observation, error) {
 	knownID, last := b.clusterID, slices.Clone(b.last)
 	b.mu.Unlock()
 	endpoints := b.endpoints(last)
+	if len(endpoints) > maxEndpoints {
+		return nil, fmt.Errorf("%w: the etcd members report %d client URLs (at most %d are asked)", etcd.ErrTooLarge, len(endpoints), maxEndpoints)
+	}
 	answers := b.askAll(ctx, endpoints, creds)
 	clusterID := knownID
 	if clusterID == 0 {
@@ -124,7 +127,12 @@ func (b *Backend) observe(ctx context.Context) (*observation, error) {
 	return o, nil
 }
 
-// endpoints are the configured endpoints and the client URLs of the given members, once each.
+// maxEndpoints bounds the endpoints asked at once, each with a goroutine and a kept connection:
+// two client URLs for each of etcd.MaxMembers members (etcdadm and kubeadm advertise one).
+const maxEndpoints = 2 * etcd.MaxMembers
+
+// endpoints are the configured endpoints and the https client URLs of the given members, once
+// each. A client URL that is not https://host:port is not asked (see checkEndpoint).
 func (b *Backend) endpoints(members []etcd.Member) []string {
 	var out []string
 	for _, ep := range b.cfg.Endpoints {
@@ -132,7 +140,9 @@ func (b *Backend) endpoints(members []etcd.Member) []string {
 	}
 	for _, m := range members {
 		for _, u := range m.ClientURLs {
-			out = append(out, normalise(u))
+			if checkEndpoint(normalise(u)) == nil {
+				out = append(out, normalise(u))
+			}
 		}
 	}
 	slices.Sort(out)
@@ -175,6 +185,19 @@ func (b *Backend) ask(ctx context.Context, ep string, creds *credentials) (a ans
 	ml, mlErr := call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) {
 		return cli.MemberList(ctx, clientv3.WithSerializable())
 	})
+	var members []etcd.Member
+	if mlErr == nil {
+		members = toMembers(ml.Members)
+		mlErr = etcd.CheckMembers(members)
+	}
+	if mlErr != nil {
+		mlErr = b.rpcError(ctx, ep, "MemberList", mlErr)
+		if errors.Is(mlErr, etcd.ErrTooLarge) {
+			// Nothing this member says is read any further.
+			a.err = mlErr
+			return a
+		}
+	}
 	if mlErr == nil {
 		self := ml.Header.GetMemberId()
 		a.selfID, a.clusterID = self, ml.Header.GetClusterId()
@@ -182,15 +205,15 @@ func (b *Backend) ask(ctx context.Context, ep string, creds *credentials) (a ans
 			a.removed = why
 			return a
 		}
-		a.members = toMembers(ml.Members)
+		a.members = members
 	}
 	st, err := call(ctx, b, "Status", func(ctx context.Context) (*clientv3.StatusResponse, error) { return cli.Status(ctx, ep) })
 	switch {
 	case err != nil && mlErr != nil:
-		a.err = fmt.Errorf("etcd at %s did not answer: %w", ep, err)
+		a.err = b.rpcError(ctx, ep, "Status", err)
 		return a
 	case err != nil:
-		a.errors = append(a.errors, fmt.Sprintf("status: %v", err))
+		a.errors = append(a.errors, fmt.Sprintf("status: %v", b.rpcError(ctx, ep, "Status", err)))
 		return a
 	case mlErr != nil:
 		a.errors = append(a.errors, fmt.Sprintf("member list: %v", mlErr))
@@ -198,7 +221,8 @@ func (b *Backend) ask(ctx context.Context, ep string, creds *credentials) (a ans
 	a.selfID, a.clusterID = st.Header.GetMemberId(), st.Header.GetClusterId()
 	a.leaderID, a.raftTerm = st.Leader, st.RaftTerm
 	errs, alarms := splitStatusErrors(st.Errors)
-	a.errors, a.alarms = append(a.errors, errs...), alarms
+	a.errors = append(a.errors, etcd.SanitizeTexts(errs, etcd.MaxErrorsPerMember, etcd.MaxTextBytes)...)
+	a.alarms = alarms[:min(len(alarms), etcd.MaxErrorsPerMember)]
 	return a
 }
 
@@ -218,7 +242,7 @@ func (b *Backend) removedWhy(ctx context.Context, cli *clientv3.Client, ep strin
 	lin, err := call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) { return cli.MemberList(ctx) })
 	switch {
 	case err != nil:
-		return fmt.Sprintf("member %x may have been removed, and the cluster's linearizable member list could not be read through it: %v", self, err)
+		return fmt.Sprintf("member %x may have been removed, and the cluster's linearizable member list could not be read through it: %v", self, b.rpcError(ctx, ep, "MemberList", err))
 	case !slices.ContainsFunc(lin.Members, func(m *pb.Member) bool { return m.ID == self }):
 		return fmt.Sprintf("member %x is not in the cluster's linearizable member list: it was removed", self)
 	}
@@ -273,11 +297,17 @@ func safeIndex(s []string, i int) string {
 }
 
 // toMembers converts etcd's member list. NodeName is the member name: external members host no
-// workload Node, and etcdadm and kubeadm name a member after its host.
+// workload Node, and etcdadm and kubeadm name a member after its host. A name is made one
+// printable line (etcd.SanitizeText): it goes into status and Events, and a name with control
+// characters matches no Node name either way. The caller checks the bounds (etcd.CheckMembers).
 func toMembers(ms []*pb.Member) []etcd.Member {
 	out := make([]etcd.Member, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, etcd.Member{ID: m.ID, Name: m.Name, NodeName: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
+		name := m.Name
+		if len(name) <= etcd.MaxMemberNameBytes {
+			name = etcd.SanitizeText(name, etcd.MaxMemberNameBytes)
+		}
+		out = append(out, etcd.Member{ID: m.ID, Name: name, NodeName: name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
 	}
 	return out
 }
@@ -440,7 +470,7 @@ func snapshot(o *observation, members []etcd.Member, now time.Time) *etcd.Snapsh
 		case len(m.ClientURLs) == 0:
 			ev.Contact, ev.Error = etcd.ContactUnreachable, fmt.Sprintf("etcd member %s has no client URL, so it cannot be asked", m)
 		case len(errs) == 0:
-			ev.Contact, ev.Error = etcd.ContactUnreachable, fmt.Sprintf("no endpoint answered as etcd member %s (client URLs %s)", m, strings.Join(m.ClientURLs, ", "))
+			ev.Contact, ev.Error = etcd.ContactUnreachable, fmt.Sprintf("no endpoint answered as etcd member %s (https client URLs asked of %s)", m, etcd.SanitizeText(strings.Join(m.ClientURLs, ", "), etcd.MaxTextBytes))
 		default:
 			ev.Contact, ev.Error = etcd.ContactUnreachable, strings.Join(errs, "; ")
 		}
@@ -491,23 +521,20 @@ func answerAt(answers []answer, ep string) (answer, bool) {
 // credentials (retrying will not help), ErrUnreachable otherwise.
 func noAnswerError(answers []answer) error {
 	var errs []error
-	tlsOnly := len(answers) > 0
+	tlsOnly, tooLarge := len(answers) > 0, false
 	for _, a := range answers {
 		if a.answered() {
 			continue
 		}
 		errs = append(errs, a.err)
-		tlsOnly = tlsOnly && isTLSError(a.err)
+		tlsOnly = tlsOnly && isTLSFailure(a.err)
+		tooLarge = tooLarge || errors.Is(a.err, etcd.ErrTooLarge)
+	}
+	if tooLarge {
+		return fmt.Errorf("%w: no etcd member of the cluster answered within the bounds: %w", etcd.ErrTooLarge, errors.Join(errs...))
 	}
 	if tlsOnly {
 		return fmt.Errorf("%w: no etcd member accepted the credentials or presented a certificate the etcd CA signed: %w", etcd.ErrInvalidInput, errors.Join(errs...))
 	}
 	return fmt.Errorf("%w: no etcd member of the cluster answered: %w", etcd.ErrUnreachable, errors.Join(errs...))
-}
-
-// isTLSError recognises a failed TLS handshake in gRPC's error text: gRPC reports it as
-// Unavailable with the handshake's cause in the message.
-func isTLSError(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "x509:") || strings.Contains(s, "tls:") || strings.Contains(s, "authentication handshake failed")
 }

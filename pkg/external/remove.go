@@ -62,9 +62,9 @@ func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal
 		case err == nil, errors.Is(etcdErr, rpctypes.ErrMemberNotFound):
 			r = b.confirm(ctx, o, target, "etcd removed it")
 		case etcdrpc.IsEtcdAnswer(err) && !etcdrpc.IsTransientRemoval(etcdErr):
-			r = etcd.Removal{State: etcd.RemovalRejected, Member: target, Reason: fmt.Sprintf("etcd refused to remove member %s: %v", target, err)}
+			r = etcd.Removal{State: etcd.RemovalRejected, Member: target, Reason: fmt.Sprintf("etcd refused to remove member %s: %v", target, b.rpcError(ctx, ep, "MemberRemove", err))}
 		default:
-			r = b.confirm(ctx, o, target, fmt.Sprintf("etcd at %s answered %v; the removal may or may not be committed", ep, err))
+			r = b.confirm(ctx, o, target, fmt.Sprintf("%v; the removal may or may not be committed", b.rpcError(ctx, ep, "MemberRemove", err)))
 		}
 		b.logger(ctx).Info("Asked external etcd to remove member", "member", target.String(), "memberID", fmt.Sprintf("%x", target.ID), "via", ep, "state", r.State, "reason", r.Reason)
 		return r, nil
@@ -88,7 +88,7 @@ func (b *Backend) confirm(ctx context.Context, o *observation, target etcd.Membe
 		resp, err := call(ctx, b, "MemberList", func(ctx context.Context) (*clientv3.MemberListResponse, error) { return cli.MemberList(ctx) })
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("etcd at %s: %w", ep, err))
+			errs = append(errs, b.rpcError(ctx, ep, "MemberList", err))
 		case resp.Header.GetClusterId() != o.clusterID:
 			errs = append(errs, fmt.Errorf("etcd at %s answered from cluster %x, not %x", ep, resp.Header.GetClusterId(), o.clusterID))
 		case slices.ContainsFunc(resp.Members, func(m *pb.Member) bool { return m.ID == target.ID }):

@@ -1,10 +1,47 @@
 package k3s
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
+
+// Bounds on what is kept of a workload cluster's Node (TrimNode).
+const (
+	// maxAnnotationBytes is the longest annotation value kept. K3s's etcd annotations hold a
+	// member name (<node name>-<8 hex>, a Node name being at most 253 characters), an IP, or
+	// "true" (k3s pkg/etcd/metadata_controller.go); etcd-adapter's hold a member name.
+	maxAnnotationBytes = etcd.MaxMemberNameBytes
+
+	// maxReasonBytes is the longest Node condition reason kept: K3s's are one CamelCase word
+	// (MemberNotLearner), and metav1.Condition allows 1024.
+	maxReasonBytes = 128
+)
+
+// isOurAnnotation reports whether a Node annotation is one this backend or its callers read: K3s's
+// or RKE2's etcd annotations (KeysFor) or etcd-adapter's own.
+func isOurAnnotation(k string) bool {
+	return strings.HasPrefix(k, "etcd."+programK3s+".cattle.io/") || strings.HasPrefix(k, "etcd."+programRKE2+".cattle.io/") ||
+		strings.HasPrefix(k, "etcd-adapter.cluster.x-k8s.io/")
+}
+
+// keepEntries returns the entries of m keep accepts, nil when none.
+func keepEntries(m map[string]string, keep func(k, v string) bool) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if keep(k, v) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
 
 // NodeCacheOptions restricts a Node cache to what this backend reads: the Nodes K3s (or RKE2)
 // labelled etcd servers (EtcdRoleLabel=true, the selector Observe lists with), trimmed by
@@ -25,17 +62,30 @@ func NodeCacheOptions() ctrlcache.ByObject {
 }
 
 // TrimNode keeps of a Node what this backend and its callers read: the object metadata (name,
-// labels, K3s's etcd annotations, deletion timestamp, resource version) without managed fields,
-// spec.unschedulable and spec.providerID, the conditions (EtcdIsVoter, Ready) and the kubelet
-// version (it tells K3s from RKE2 and which removal rules apply). Images, capacity, volumes and
-// the rest of the status, most of a Node's size, are dropped. Objects that are not Nodes are
-// returned unchanged. It may be applied more than once to the same object.
+// EtcdRoleLabel, K3s's and RKE2's etcd annotations and etcd-adapter's own, deletion timestamp,
+// resource version) without managed fields, spec.unschedulable and spec.providerID, the
+// conditions (EtcdIsVoter, Ready) and the kubelet version (it tells K3s from RKE2 and which
+// removal rules apply). Images, capacity, volumes, other labels and annotations and the rest of
+// the status, most of a Node's size, are dropped. Objects that are not Nodes are returned
+// unchanged. It may be applied more than once to the same object.
+//
+// Important! A workload cluster's admins write its Nodes: what is kept is bounded too. An
+// annotation value longer than maxAnnotationBytes is dropped (Observe, which lists live, reports
+// such a Node as etcd.ErrTooLarge), and a condition's reason and message are made one bounded
+// printable line (etcd.SanitizeText), since K3s's message reaches status and Events.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
 	n.ManagedFields = nil
+	n.Labels = keepEntries(n.Labels, func(k, _ string) bool { return k == EtcdRoleLabel })
+	n.Annotations = keepEntries(n.Annotations, func(k, v string) bool { return isOurAnnotation(k) && len(v) <= maxAnnotationBytes })
+	for i := range n.Status.Conditions {
+		c := &n.Status.Conditions[i]
+		c.Reason = etcd.SanitizeText(c.Reason, maxReasonBytes)
+		c.Message = etcd.SanitizeText(c.Message, etcd.MaxTextBytes)
+	}
 	n.Spec = corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, ProviderID: n.Spec.ProviderID}
 	n.Status = corev1.NodeStatus{
 		Conditions: n.Status.Conditions,

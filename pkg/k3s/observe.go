@@ -52,17 +52,32 @@ func (b *Backend) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 	return s, nil
 }
 
-// etcdNodes lists the Nodes K3s labelled etcd, sorted by name.
+// etcdNodes lists the Nodes K3s labelled etcd, sorted by name and trimmed (TrimNode). K3s labels
+// only its etcd servers, one member each, so more than etcd.MaxMembers of them, or a Node whose
+// K3s annotation is longer than any K3s writes, is etcd.ErrTooLarge: one request of at most
+// etcd.MaxMembers+1 Nodes is read, never the rest.
 func (b *Backend) etcdNodes(ctx context.Context, r client.Reader) ([]*corev1.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
 	defer cancel()
 	list := &corev1.NodeList{}
-	if err := r.List(ctx, list, client.MatchingLabels{EtcdRoleLabel: "true"}); err != nil {
+	if err := r.List(ctx, list, client.MatchingLabels{EtcdRoleLabel: "true"}, client.Limit(etcd.MaxMembers+1)); err != nil {
 		return nil, readError(err, "failed to list etcd Nodes")
+	}
+	// Only the count tells: a cache reader (remove.go reads through one) may set a continue
+	// token with every item listed, and a live list of etcd.MaxMembers+1 is already too many.
+	if len(list.Items) > etcd.MaxMembers {
+		return nil, fmt.Errorf("%w: the workload cluster has more than %d Nodes labelled %s", etcd.ErrTooLarge, etcd.MaxMembers, EtcdRoleLabel)
 	}
 	nodes := make([]*corev1.Node, 0, len(list.Items))
 	for i := range list.Items {
-		nodes = append(nodes, &list.Items[i])
+		n := &list.Items[i]
+		for k, v := range n.Annotations {
+			if isOurAnnotation(k) && len(v) > maxAnnotationBytes {
+				return nil, fmt.Errorf("%w: Node %s has an annotation %s of %d bytes (at most %d are read)", etcd.ErrTooLarge, n.Name, etcd.SanitizeText(k, etcd.MaxTextBytes), len(v), maxAnnotationBytes)
+			}
+		}
+		_, _ = TrimNode(n)
+		nodes = append(nodes, n)
 	}
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	return nodes, nil

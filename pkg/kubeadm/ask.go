@@ -226,6 +226,11 @@ func (b *Backend) mayBeRemoved(node string) bool {
 // unhealthy.
 func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListResponse, stErr, mlErr error) answer {
 	a := answer{node: node, at: time.Now()}
+	if err := tooLarge(ml, mlErr); err != nil {
+		// Nothing this member says is read any further.
+		a.err = fmt.Errorf("%w: etcd on Node %s: %w", etcd.ErrTooLarge, node, err)
+		return a
+	}
 	if stErr != nil && !etcdrpc.IsEtcdAnswer(stErr) && !etcdrpc.IsEtcdAnswer(mlErr) {
 		a.err = fmt.Errorf("%w: etcd on Node %s did not answer: %w", etcd.ErrUnreachable, node, stErr)
 		return a
@@ -234,8 +239,10 @@ func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListR
 		a.selfID, a.clusterID, a.leaderID, a.isLearner = st.Header.GetMemberId(), st.Header.GetClusterId(), st.Leader, st.IsLearner
 		a.raftTerm = st.RaftTerm
 		a.errors, a.alarms = splitStatusErrors(st.Errors)
+		a.errors = etcd.SanitizeTexts(a.errors, etcd.MaxErrorsPerMember, etcd.MaxTextBytes)
+		a.alarms = a.alarms[:min(len(a.alarms), etcd.MaxErrorsPerMember)]
 	} else {
-		a.errors = append(a.errors, "Status: "+stErr.Error())
+		a.errors = append(a.errors, "Status: "+etcd.SanitizeText(stErr.Error(), etcd.MaxTextBytes))
 	}
 	if ml != nil {
 		a.members = toMembers(ml.Members)
@@ -243,7 +250,7 @@ func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListR
 			a.clusterID, a.selfID = ml.Header.GetClusterId(), ml.Header.GetMemberId()
 		}
 	} else if !isLearnerRejection(mlErr) {
-		a.errors = append(a.errors, "MemberList: "+mlErr.Error())
+		a.errors = append(a.errors, "MemberList: "+etcd.SanitizeText(mlErr.Error(), etcd.MaxTextBytes))
 	}
 	return a
 }
@@ -278,12 +285,30 @@ func splitStatusErrors(errs []string) ([]string, []memberAlarm) {
 	return out, alarms
 }
 
-// toMembers translates etcd's members. NodeName is left to place, which knows the Nodes.
+// tooLarge says why a member list is past the bounds (etcd.CheckMembers), or that the answer was
+// past etcd.MaxResponseBytes; nil when it is not.
+func tooLarge(ml *clientv3.MemberListResponse, mlErr error) error {
+	if status.Code(mlErr) == codes.ResourceExhausted {
+		return fmt.Errorf("the member list is larger than %d bytes", etcd.MaxResponseBytes)
+	}
+	if ml == nil {
+		return nil
+	}
+	return etcd.CheckMembers(toMembers(ml.Members))
+}
+
+// toMembers translates etcd's members. NodeName is left to place, which knows the Nodes. A name
+// is made one printable line (etcd.SanitizeText): it goes into status and Events, and a name
+// with control characters matches no Node name either way.
 func toMembers(pbs []*pb.Member) []etcd.Member {
 	out := make([]etcd.Member, 0, len(pbs))
 	for _, m := range pbs {
+		name := m.Name
+		if len(name) <= etcd.MaxMemberNameBytes {
+			name = etcd.SanitizeText(name, etcd.MaxMemberNameBytes)
+		}
 		out = append(out, etcd.Member{
-			ID: m.ID, Name: m.Name, IsLearner: m.IsLearner,
+			ID: m.ID, Name: name, IsLearner: m.IsLearner,
 			PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
 		})
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	gwebsocket "github.com/gorilla/websocket"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // The kubelet's own WebSocket port-forward protocol ("v4.channel.k8s.io", served by the
@@ -84,7 +86,10 @@ func (t *channelTunnel) next() (int, error) {
 	}
 	if ch == errorChannel {
 		t.errMu.Lock()
-		t.errMsg.Write(payload)
+		// The kubelet writes one line; the rest of a longer text is dropped.
+		if room := etcd.MaxTextBytes - t.errMsg.Len(); room > 0 {
+			t.errMsg.Write(payload[:min(len(payload), room)])
+		}
 		t.errMu.Unlock()
 		return 0, nil
 	}
@@ -147,7 +152,7 @@ func (t *channelTunnel) Write(b []byte) (int, error) {
 func (t *channelTunnel) remoteError() string {
 	t.errMu.Lock()
 	defer t.errMu.Unlock()
-	return strings.TrimSpace(t.errMsg.String())
+	return etcd.SanitizeText(t.errMsg.String(), etcd.MaxTextBytes)
 }
 
 // closeFrameWait bounds the close frame Close sends.

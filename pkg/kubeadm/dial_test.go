@@ -36,6 +36,18 @@ func spdyOnlyServer(t *testing.T, target string) (*httptest.Server, *sync.Map) {
 // upgrades are refused otherwise), SPDY always. It records the protocols asked for.
 func portForwardServer(t *testing.T, target string, webSocket bool) (*httptest.Server, *sync.Map) {
 	t.Helper()
+	return portForwardServerTo(t, forwardTo(target), webSocket)
+}
+
+// portForwardServerWith serves port-forward with forwarder, as portForwardServer does.
+func portForwardServerWith(t *testing.T, forwarder portforward.PortForwarder, webSocket bool) *httptest.Server {
+	t.Helper()
+	s, _ := portForwardServerTo(t, forwarder, webSocket)
+	return s
+}
+
+func portForwardServerTo(t *testing.T, forwarder portforward.PortForwarder, webSocket bool) (*httptest.Server, *sync.Map) {
+	t.Helper()
 	seen := &sync.Map{}
 	s := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
@@ -56,7 +68,7 @@ func portForwardServer(t *testing.T, target string, webSocket bool) (*httptest.S
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		portforward.ServePortForward(w, req, forwardTo(target), "etcd", "", opts, time.Minute, 10*time.Second, portforward.SupportedProtocols)
+		portforward.ServePortForward(w, req, forwarder, "etcd", "", opts, time.Minute, 10*time.Second, portforward.SupportedProtocols)
 	}))
 	t.Cleanup(s.Close)
 	return s, seen

@@ -58,28 +58,52 @@ func (b *Backend) coreClient(ctx context.Context) (corev1client.CoreV1Interface,
 	})
 }
 
-// listNodes fills h with every Node and its InternalIPs.
+// Bounds on listing a workload cluster's Nodes: every Node is listed (a member is placed on its
+// Node by name or InternalIP, and a control-plane Node need not carry a role label), a page at a
+// time, keeping each Node's name and InternalIPs only.
+const (
+	// nodePageSize is the most Nodes one list request returns. A Node of a real cluster is a
+	// few KiB to a few tens of KiB (status.images is most of it), so a page is a few MiB at
+	// most; the apiserver bounds each object to etcd's request size (1.5 MiB by default).
+	nodePageSize = 100
+
+	// maxNodes is the most Nodes read from one workload cluster: twice the 5,000 Nodes
+	// Kubernetes supports in one cluster (kubernetes.io/docs/setup/best-practices/cluster-large).
+	maxNodes = 10_000
+)
+
+// listNodes fills h with every Node and its InternalIPs, a page at a time. More than maxNodes
+// Nodes is etcd.ErrTooLarge.
 func (b *Backend) listNodes(ctx context.Context, h *hosts) error {
 	cs, err := b.coreClient(ctx)
 	if err != nil {
 		return err
 	}
-	list, err := call(ctx, b, "list Nodes", func(ctx context.Context) (*corev1.NodeList, error) {
-		return cs.Nodes().List(ctx, metav1.ListOptions{})
-	})
-	if err != nil {
-		return classifyAPIError(err, "failed to list Nodes in the workload cluster")
-	}
 	h.nodes, h.byIP = map[string]bool{}, map[string][]string{}
-	for _, n := range list.Items {
-		h.nodes[n.Name] = true
-		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeInternalIP {
-				h.byIP[a.Address] = append(h.byIP[a.Address], n.Name)
+	opts := metav1.ListOptions{Limit: nodePageSize}
+	for {
+		list, err := call(ctx, b, "list Nodes", func(ctx context.Context) (*corev1.NodeList, error) {
+			return cs.Nodes().List(ctx, opts)
+		})
+		if err != nil {
+			return classifyAPIError(err, "failed to list Nodes in the workload cluster")
+		}
+		for _, n := range list.Items {
+			h.nodes[n.Name] = true
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					h.byIP[a.Address] = append(h.byIP[a.Address], n.Name)
+				}
 			}
 		}
+		if len(h.nodes) > maxNodes {
+			return fmt.Errorf("%w: the workload cluster has more than %d Nodes", etcd.ErrTooLarge, maxNodes)
+		}
+		if list.Continue == "" {
+			return nil
+		}
+		opts.Continue = list.Continue
 	}
-	return nil
 }
 
 // classifyAPIError keeps the class of a workload apiserver error: a refusal for lack of

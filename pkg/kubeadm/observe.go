@@ -193,27 +193,31 @@ func countAnswered(answers map[string]answer) int {
 }
 
 // noAnswerError explains why nothing could be observed. When every member was refused for its
-// certificate (or the CA), retrying does not help: etcd.ErrInvalidInput. Otherwise
-// etcd.ErrUnreachable.
+// certificate (or the CA), retrying does not help: etcd.ErrInvalidInput; when a member answered
+// past the bounds, etcd.ErrTooLarge. Otherwise etcd.ErrUnreachable.
 func noAnswerError(answers map[string]answer) error {
 	if len(answers) == 0 {
 		return fmt.Errorf("%w: no etcd member found: no etcd Pod in namespace kube-system", etcd.ErrUnreachable)
 	}
 	var errs []error
-	invalid := true
+	invalid, tooLarge := true, false
 	for _, node := range sortedNodes(answers) {
 		a := answers[node]
 		switch {
 		case a.err != nil:
 			errs = append(errs, a.err)
 			invalid = invalid && errors.Is(a.err, etcd.ErrInvalidInput)
+			tooLarge = tooLarge || errors.Is(a.err, etcd.ErrTooLarge)
 		default:
 			errs = append(errs, fmt.Errorf("etcd on Node %s answered without a member list: %s", node, strings.Join(a.errors, "; ")))
 			invalid = false
 		}
 	}
 	class := etcd.ErrUnreachable
-	if invalid {
+	switch {
+	case tooLarge:
+		class = etcd.ErrTooLarge
+	case invalid:
 		class = etcd.ErrInvalidInput
 	}
 	return fmt.Errorf("%w: no etcd member answered with a member list: %w", class, errors.Join(errs...))

@@ -215,6 +215,9 @@ func (p *pool) newClient(node string, creds *credentials) (*memberClient, error)
 		DialOptions:          opts,
 		MaxUnaryRetries:      1,
 		Logger:               zap.NewNop(),
+		// clientv3's default is 2 GiB: a member answering a huge member list would be read
+		// whole into the manager's memory.
+		MaxCallRecvMsgSize: etcd.MaxResponseBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create etcd client for Node %s: %w", node, err)

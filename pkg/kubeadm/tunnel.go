@@ -3,11 +3,12 @@ package kubeadm
 import (
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // errorStreamWait bounds how long a failed tunnel waits for the kubelet's explanation on the
@@ -36,8 +37,11 @@ var _ net.Conn = &tunnel{}
 func newTunnel(conn httpstream.Connection, data, errStream httpstream.Stream, node string) *tunnel {
 	t := &tunnel{conn: conn, data: data, node: node, errMsg: make(chan string, 1)}
 	go func() {
-		msg, _ := io.ReadAll(errStream)
-		t.errMsg <- strings.TrimSpace(string(msg))
+		// The kubelet writes one line: the rest of a longer text is read and dropped, so the
+		// stream never holds up the connection and never grows the manager's memory.
+		msg, _ := io.ReadAll(io.LimitReader(errStream, etcd.MaxTextBytes))
+		_, _ = io.Copy(io.Discard, errStream)
+		t.errMsg <- etcd.SanitizeText(string(msg), etcd.MaxTextBytes)
 	}()
 	return t
 }

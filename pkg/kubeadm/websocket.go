@@ -32,6 +32,12 @@ const (
 	wsWriteBufferSize = 32<<10 + 1<<10
 )
 
+// wsReadLimit bounds one WebSocket message read from the workload apiserver (gorilla reads a
+// message whole, with no limit by default): the kubelet writes each read of the Pod's socket
+// as one message (io.Copy's 32 KiB at most), and the apiserver's SPDY-over-WebSocket tunnel
+// frames as much. A longer message ends the connection instead of growing the manager's memory.
+const wsReadLimit = 1 << 20
+
 var wsWriteBuffers = &sync.Pool{}
 
 // wsRoundTripper upgrades one request to a WebSocket, as client-go's websocket.RoundTripper
@@ -84,6 +90,7 @@ func (rt *wsRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = conn.Close()
 		return nil, &httpstream.UpgradeFailureError{Cause: fmt.Errorf("invalid protocol, expected one of %q, got %q", protocols, conn.Subprotocol())}
 	}
+	conn.SetReadLimit(wsReadLimit)
 	rt.conn = conn
 	return resp, nil
 }

@@ -1,0 +1,135 @@
+package k3s_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+)
+
+// hostileNodes is how many etcd-labelled Nodes the hostile workload cluster has, and
+// hostileAnnotationBytes the size of the annotation each carries: about 45 MiB of Nodes, which
+// the old unbounded list read whole on every observation.
+const (
+	hostileNodes           = 1500
+	hostileAnnotationBytes = 30 << 10
+)
+
+// heapInuse is the heap in use after a collection, in bytes.
+func heapInuse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestBackend_hostileNodes plays a workload cluster whose admins labelled thousands of Nodes
+// etcd servers, each with a large annotation and a long, multi-line EtcdIsVoter message: its
+// observation is etcd.ErrTooLarge (condition reason InputTooLarge), the manager's heap stays
+// flat, and another Cluster's observation still succeeds.
+func TestBackend_hostileNodes(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	good := startCluster(t, profiles[len(profiles)-2], 1, clusterOptions{})
+
+	api, err := env.StartAPIServer(env.APIServerOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = api.Stop() })
+	createHostileNodes(ctx, g, api)
+	hostile, err := k3s.New(k3s.Config{Client: api.Client})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	before := heapInuse()
+	for range 3 {
+		_, err := hostile.Observe(ctx)
+		g.Expect(err).To(MatchError(etcd.ErrTooLarge))
+		v := etcd.AssessHealth(etcd.HealthInput{ObserveErr: err, Now: time.Now()})
+		g.Expect(v.Cluster.Reason).To(Equal(v1alpha1.EtcdClusterInputTooLargeReason), v.Cluster.Message)
+
+		snap, err := good.backend.Observe(ctx)
+		g.Expect(err).NotTo(HaveOccurred(), "another Cluster's observation fails")
+		g.Expect(snap.Members).To(HaveLen(1))
+	}
+	after := heapInuse()
+	grown := int64(after) - int64(before)
+	t.Logf("heap in use: %d MiB before, %d MiB after three observations of %d etcd Nodes of %d KiB annotations (%+d KiB)",
+		before>>20, after>>20, hostileNodes, hostileAnnotationBytes>>10, grown>>10)
+	g.Expect(grown).To(BeNumerically("<", 16<<20), "the manager's heap grew by %d MiB", grown>>20)
+	runtime.KeepAlive(hostile)
+}
+
+// createHostileNodes creates hostileNodes etcd-labelled Nodes, a few at a time.
+func createHostileNodes(ctx context.Context, g Gomega, api *env.APIServer) {
+	big := strings.Repeat("x", hostileAnnotationBytes)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	errs := make(chan error, hostileNodes)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+					Name:        fmt.Sprintf("hostile-%04d", i),
+					Labels:      map[string]string{k3s.EtcdRoleLabel: "true"},
+					Annotations: map[string]string{"hostile.example.com/blob": big, k3s.KeysFor("k3s").NodeName: fmt.Sprintf("hostile-%04d-0123abcd", i)},
+				}}
+				if err := api.Client.Create(ctx, n); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range hostileNodes {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+func TestTrimNode_bounds(t *testing.T) {
+	g := NewWithT(t)
+	keys := k3s.KeysFor("k3s")
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   "cp-0",
+			Labels: map[string]string{k3s.EtcdRoleLabel: "true", "team.example.com/blob": strings.Repeat("x", 63)},
+			Annotations: map[string]string{
+				keys.NodeName:                  "cp-0-0123abcd",
+				keys.NodeAddress:               strings.Repeat("1", etcd.MaxMemberNameBytes+1),
+				"team.example.com/blob":        strings.Repeat("x", 100<<10),
+				v1alpha1.ReleaseHookAnnotation: "true",
+			},
+		},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: k3s.EtcdIsVoterCondition, Reason: k3s.ReasonUnhealthy,
+			Message: "etcd status check failed\n* Member cp-1: healthy\x1b[0m" + strings.Repeat("y", 100<<10),
+		}}},
+	}
+	out, err := k3s.TrimNode(n)
+	g.Expect(err).NotTo(HaveOccurred())
+	trimmed := out.(*corev1.Node)
+	g.Expect(trimmed.Labels).To(Equal(map[string]string{k3s.EtcdRoleLabel: "true"}))
+	g.Expect(trimmed.Annotations).To(Equal(map[string]string{keys.NodeName: "cp-0-0123abcd", v1alpha1.ReleaseHookAnnotation: "true"}),
+		"foreign annotations and over-long values are dropped")
+	msg := trimmed.Status.Conditions[0].Message
+	g.Expect(len(msg)).To(BeNumerically("<=", etcd.MaxTextBytes))
+	g.Expect(msg).To(HavePrefix("etcd status check failed * Member cp-1: healthy [0m"), "one line: no forged line, no escape character")
+}
