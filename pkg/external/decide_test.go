@@ -2,6 +2,7 @@ package external
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -89,6 +90,35 @@ func TestCheckEndpoint(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := checkEndpoint(tt.endpoint)
 			NewWithT(t).Expect(err == nil).To(Equal(tt.ok), "%v", err)
+		})
+	}
+}
+
+// TestNoAnswerError: the error of an observation no endpoint answered with a member list says
+// which kind of failure it was, and never formats a missing cause.
+func TestNoAnswerError(t *testing.T) {
+	tlsErr := &endpointError{endpoint: "a", class: classTLSFailed, kind: etcd.ErrUnreachable}
+	tests := []struct {
+		name    string
+		answers []answer
+		wantIs  error
+		wantMsg string
+	}{
+		{name: "every endpoint answered, none with a member list", answers: []answer{{endpoint: "a"}, {endpoint: "b"}},
+			wantIs: etcd.ErrUnreachable, wantMsg: "no etcd member of the cluster answered with its member list"},
+		{name: "no endpoint answered", answers: []answer{{endpoint: "a", err: errors.New("etcd at a: unreachable")}},
+			wantIs: etcd.ErrUnreachable, wantMsg: "etcd at a: unreachable"},
+		{name: "a too large answer", answers: []answer{{endpoint: "a", err: fmt.Errorf("%w: 2 MiB", etcd.ErrTooLarge)}},
+			wantIs: etcd.ErrTooLarge, wantMsg: "within the bounds"},
+		{name: "only TLS failures", answers: []answer{{endpoint: "a", err: tlsErr}},
+			wantIs: etcd.ErrInvalidInput, wantMsg: "credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := noAnswerError(tt.answers)
+			g.Expect(err).To(MatchError(tt.wantIs))
+			g.Expect(err.Error()).To(And(ContainSubstring(tt.wantMsg), Not(ContainSubstring("%!"))))
 		})
 	}
 }

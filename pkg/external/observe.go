@@ -530,6 +530,10 @@ func noAnswerError(answers []answer) error {
 		tlsOnly = tlsOnly && isTLSFailure(a.err)
 		tooLarge = tooLarge || errors.Is(a.err, etcd.ErrTooLarge)
 	}
+	if len(errs) == 0 {
+		// Note: every endpoint answered, but none with a member list of the cluster.
+		return fmt.Errorf("%w: no etcd member of the cluster answered with its member list", etcd.ErrUnreachable)
+	}
 	if tooLarge {
 		return fmt.Errorf("%w: no etcd member of the cluster answered within the bounds: %w", etcd.ErrTooLarge, errors.Join(errs...))
 	}
