@@ -3,6 +3,7 @@ package kcp
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -14,11 +15,13 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
 )
 
-// KubernetesVersion is the version KCP is asked for; the kubelet stand-ins report it.
+// KubernetesVersion is the version KCP is asked for unless Options.KubernetesVersion says
+// otherwise; the kubelet stand-ins report the version KCP is asked for.
 const KubernetesVersion = kubelet.DefaultKubeletVersion
 
 // CreateControlPlane creates a TestMachineTemplate and the KubeadmControlPlane the Cluster
-// references, with the given replicas. No webhook server runs, so KCP's own defaulting and
+// references, with the given replicas, Options.KubernetesVersion and
+// Options.KubeadmFeatureGates. No webhook server runs, so KCP's own defaulting and
 // create validation are applied here, as its webhook would apply them.
 func (e *Env) CreateControlPlane(ctx context.Context, replicas int32) (*controlplanev1.KubeadmControlPlane, error) {
 	c := e.Management.Client
@@ -31,7 +34,7 @@ func (e *Env) CreateControlPlane(ctx context.Context, replicas int32) (*controlp
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: controlplanev1.KubeadmControlPlaneSpec{
 			Replicas: ptr.To(replicas),
-			Version:  KubernetesVersion,
+			Version:  e.opts.KubernetesVersion,
 			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
 				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
 					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
@@ -40,6 +43,9 @@ func (e *Env) CreateControlPlane(ctx context.Context, replicas int32) (*controlp
 				},
 			},
 		},
+	}
+	if len(e.opts.KubeadmFeatureGates) > 0 {
+		kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.FeatureGates = maps.Clone(e.opts.KubeadmFeatureGates)
 	}
 	if err := admit(ctx, kcp); err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
 	"github.com/etcd-adapter/etcd-adapter/test/env/kubelet"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // Options configures Start.
@@ -30,6 +31,13 @@ type Options struct {
 	// controllers and its webhooks (config/webhook), served in-process and called by the
 	// management apiserver. GuardDecisions lists what the quorum guard answered.
 	EtcdAdapter bool
+	// KubernetesVersion is the version the KubeadmControlPlane is asked for and the kubelet
+	// stand-ins report (default KubernetesVersion).
+	KubernetesVersion string
+	// KubeadmFeatureGates are the kubeadm feature gates of the KubeadmControlPlane's
+	// ClusterConfiguration, e.g. ControlPlaneKubeletLocalMode false for a join that registers
+	// the Node before it adds the etcd learner (see workload.JoinNodeFirst).
+	KubeadmFeatureGates map[string]bool
 }
 
 // Env is a management cluster running Cluster API's Cluster, Machine and MachineHealthCheck
@@ -48,6 +56,7 @@ type Env struct {
 	adapter     *runningManager
 	guard       guardRecorder
 	person      client.Client
+	opts        Options
 }
 
 // Start starts the management and workload apiservers and the controllers, and creates the
@@ -55,7 +64,7 @@ type Env struct {
 // their own CA to KCP). Call Stop when done, also when a test fails.
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	opts = opts.withDefaults()
-	e := &Env{}
+	e := &Env{opts: opts}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Stop())
@@ -68,7 +77,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if e.workloadAPI, err = startWorkloadAPIServer(ca); err != nil {
 		return nil, err
 	}
-	e.workload = newWorkloadCluster(e.workloadAPI)
+	e.workload = newWorkloadCluster(e.workloadAPI, opts.KubernetesVersion)
 	if e.Management, err = startManagementAPIServer(opts.EtcdAdapter); err != nil {
 		return nil, err
 	}
@@ -98,6 +107,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ClusterName == "" {
 		o.ClusterName = "kcp"
+	}
+	if o.KubernetesVersion == "" {
+		o.KubernetesVersion = KubernetesVersion
 	}
 	return o
 }
@@ -195,6 +207,12 @@ func (e *Env) Kubelet(machineName string) *kubelet.Kubelet { return e.workload.k
 // PersonClient is an uncached client of the management apiserver acting as PersonUser: what a
 // person's kubectl does, e.g. `kubectl delete machine`.
 func (e *Env) PersonClient() client.Client { return e.person }
+
+// JoinSteps returns the steps the Machine's `kubeadm join --control-plane` played, in order;
+// none for the Machine that ran `kubeadm init` or one not provisioned yet.
+func (e *Env) JoinSteps(machineName string) []workload.JoinStep {
+	return e.workload.joinSteps(machineName)
+}
 
 // GuardDecisions returns every answer the quorum guard gave to a Machine DELETE so far, in order
 // (only with Options.EtcdAdapter).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,17 +31,22 @@ const controlPlaneRoleLabel = "node-role.kubernetes.io/control-plane"
 // workloadCluster is the workload side of one Cluster: its apiserver, the etcd cluster that
 // the first Machine's `kubeadm init` starts, and one Node per provisioned Machine.
 type workloadCluster struct {
-	api *workloadAPIServer
+	api            *workloadAPIServer
+	kubeletVersion string
 
 	mu           sync.Mutex
 	etcd         *etcdcluster.Cluster
 	kubelets     map[string]*kubelet.Kubelet
 	guards       map[string]*memberGuard
+	joins        map[string][]workload.JoinStep
 	failNextJoin bool
 }
 
-func newWorkloadCluster(api *workloadAPIServer) *workloadCluster {
-	return &workloadCluster{api: api, kubelets: map[string]*kubelet.Kubelet{}, guards: map[string]*memberGuard{}}
+func newWorkloadCluster(api *workloadAPIServer, kubeletVersion string) *workloadCluster {
+	return &workloadCluster{
+		api: api, kubeletVersion: kubeletVersion,
+		kubelets: map[string]*kubelet.Kubelet{}, guards: map[string]*memberGuard{}, joins: map[string][]workload.JoinStep{},
+	}
 }
 
 // provision does on the Machine's host what the bootstrap data says: `kubeadm init` starts a
@@ -65,14 +71,15 @@ func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID st
 	if err != nil || member == nil {
 		return err
 	}
-	if bd.Init {
-		cfg, err := bd.clusterConfiguration()
-		if err != nil {
-			return err
-		}
-		if err := uploadKubeadmObjects(ctx, w.api.Client, cfg); err != nil {
-			return err
-		}
+	if !bd.Init {
+		return w.joinNode(ctx, nodeName, providerID, member)
+	}
+	cfg, err := bd.clusterConfiguration()
+	if err != nil {
+		return err
+	}
+	if err := uploadKubeadmObjects(ctx, w.api.Client, cfg); err != nil {
+		return err
 	}
 	return w.startNode(ctx, nodeName, providerID, member)
 }
@@ -86,11 +93,36 @@ func (w *workloadCluster) joinNodeFirst(ctx context.Context, nodeName, providerI
 	if err := w.startKubelet(ctx, nodeName, providerID); err != nil {
 		return err
 	}
+	w.recordJoinStep(nodeName, workload.JoinNodeRegistered)
 	member, err := w.startMember(ctx, nodeName, bd)
 	if err != nil || member == nil {
 		return err
 	}
 	return w.attachMember(ctx, nodeName, member)
+}
+
+// joinNode ends `kubeadm join --control-plane` with ControlPlaneKubeletLocalMode: the member
+// runs, so the kubelet registers the Node (see workload.JoinEtcdFirst).
+func (w *workloadCluster) joinNode(ctx context.Context, nodeName, providerID string, member *etcdcluster.Member) error {
+	if err := w.startKubelet(ctx, nodeName, providerID); err != nil {
+		return err
+	}
+	w.recordJoinStep(nodeName, workload.JoinNodeRegistered)
+	return w.attachMember(ctx, nodeName, member)
+}
+
+// recordJoinStep records steps of the Node's join as it plays them.
+func (w *workloadCluster) recordJoinStep(nodeName string, steps ...workload.JoinStep) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.joins[nodeName] = append(w.joins[nodeName], steps...)
+}
+
+// joinSteps returns the steps the Node's join played so far, in order.
+func (w *workloadCluster) joinSteps(nodeName string) []workload.JoinStep {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.joins[nodeName])
 }
 
 // startMember starts the Node's etcd member the way kubeadm does. It returns nil and no error
@@ -114,9 +146,11 @@ func (w *workloadCluster) startMember(ctx context.Context, nodeName string, bd *
 	if err != nil {
 		return nil, fmt.Errorf("failed to join the etcd member of Node %s: %w", nodeName, err)
 	}
+	w.recordJoinStep(nodeName, workload.JoinLearnerAdded, workload.JoinEtcdStarted)
 	if err := c.PromoteMember(ctx, m.Name()); err != nil {
 		return nil, err
 	}
+	w.recordJoinStep(nodeName, workload.JoinPromoted)
 	return m, nil
 }
 
@@ -153,19 +187,20 @@ func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID st
 	return w.attachMember(ctx, nodeName, member)
 }
 
-// startKubelet registers the control-plane Node and starts its kubelet stand-in, forwarding the
-// kube-apiserver Pod's 6443 to the apiserver; the etcd Pod's 2379 goes nowhere until
-// attachMember.
+// startKubelet registers the control-plane Node and starts its kubelet stand-in, reporting
+// the version KCP was asked for, forwarding the kube-apiserver Pod's 6443 to the apiserver; the
+// etcd Pod's 2379 goes nowhere until attachMember.
 func (w *workloadCluster) startKubelet(ctx context.Context, nodeName, providerID string) error {
 	if err := w.registerNode(ctx, nodeName, providerID); err != nil {
 		return err
 	}
+
 	apiAddr, err := w.api.HostPort()
 	if err != nil {
 		return err
 	}
 	kl, err := kubelet.Start(ctx, kubelet.Options{
-		NodeName: nodeName, Config: w.api.Config, ProviderID: providerID,
+		NodeName: nodeName, Config: w.api.Config, ProviderID: providerID, KubeletVersion: w.kubeletVersion,
 		Targets:           map[int32]string{apiServerPort: apiAddr},
 		HeartbeatInterval: heartbeatInterval, PodSyncInterval: podSyncInterval,
 	})
