@@ -107,11 +107,13 @@ func startManagement(ctx context.Context, t *testing.T, r *repository) *manageme
 	return m
 }
 
-// stopManagement stops a management cluster. Note: Cluster API's controllers in it sometimes
-// keep a worker past controller-runtime's 30 s grace period when they stop after a move (a
-// ClusterCache connect to the moved Cluster was cancelled at that moment); the cause is not
-// found yet. The apiserver and etcd are stopped either way, so that shutdown is logged, not
-// failed; every other error of the stop fails the test.
+// stopManagement stops a management cluster. Note: when the target's ClusterCache connects to
+// the moved Cluster just as the test ends, its worker blocks for good sending the connect event to
+// the Machine and MachineHealthCheck controllers, which have stopped reading: Cluster API v1.14.2
+// sends on the GetClusterSource channel without watching the context
+// (controllers/clustercache/cluster_cache.go, sendEventsToClusterSources). The manager then
+// overruns its 30 s grace period. The apiserver and etcd are stopped either way, so that
+// shutdown is logged, not failed; every other error of the stop fails the test.
 func stopManagement(t *testing.T, g Gomega, mgmt *env.Management) {
 	err := mgmt.Stop()
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "grace period") {
