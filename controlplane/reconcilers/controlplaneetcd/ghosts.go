@@ -123,15 +123,6 @@ func (s *scope) scanGhosts() ghostScan {
 	return scan
 }
 
-// firstGhost is the member scanGhosts would remove first.
-func (s *scope) firstGhost() (etcd.Member, bool) {
-	scan := s.scanGhosts()
-	if len(scan.ghosts) == 0 {
-		return etcd.Member{}, false
-	}
-	return scan.ghosts[0], true
-}
-
 // joinVerdict says whether member m is a ghost now; for a member that may still be joining it
 // returns, instead, until when it is not. host is the control-plane Machine on m's Node (nil when
 // none), machines every control-plane Machine, firstSeen when m was first seen not started (zero:

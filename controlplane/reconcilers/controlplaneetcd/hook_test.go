@@ -190,3 +190,12 @@ func Test_recordedMember(t *testing.T) {
 		})
 	}
 }
+
+// firstGhost is the member scanGhosts would remove first.
+func (s *scope) firstGhost() (etcd.Member, bool) {
+	scan := s.scanGhosts()
+	if len(scan.ghosts) == 0 {
+		return etcd.Member{}, false
+	}
+	return scan.ghosts[0], true
+}
