@@ -96,3 +96,55 @@ func sameHost(a, b string) bool {
 	}
 	return strings.EqualFold(a, b)
 }
+
+// MembersPossiblyOf returns the members that may belong to Machine m although MembersOfMachine
+// does not tie them to it: no other Machine of machines claims them, and m does not yet report
+// the identity that would tell: a member placed on a Node is told apart by m's Node, a member
+// with a peer URL by m's addresses.
+//
+// Important! "No member belongs to the Machine" proves nothing while this is not empty. Cluster
+// API copies a Machine's addresses from its infrastructure Machine on a later reconcile
+// (core/reconcilers/machine machine_controller_phases.go reconcileInfrastructure, which also runs
+// while the Machine is deleting), so an etcd Machine deleted right after its creation can have no
+// address yet while its member runs; releasing its hook then deletes a voting member's host.
+func MembersPossiblyOf(members []Member, machines []Machine, m Machine) []Member {
+	var out []Member
+	for _, mb := range members {
+		if namedFor(mb, m) || peerOn(mb, m) || claimedByAnother(mb, machines, m) {
+			continue
+		}
+		if toldApart(mb, m) {
+			continue
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// claimedByAnother reports whether a Machine of machines other than m ties the member to itself.
+func claimedByAnother(mb Member, machines []Machine, m Machine) bool {
+	for _, o := range machines {
+		if o.Name != m.Name && (namedFor(mb, o) || peerOn(mb, o)) {
+			return true
+		}
+	}
+	return false
+}
+
+// toldApart reports whether m reports an identity the member would match if it were m's: the
+// Node of a placed member, or an address for a member with a peer URL host.
+func toldApart(mb Member, m Machine) bool {
+	if mb.NodeName != "" && m.NodeName != "" {
+		return true
+	}
+	return len(m.Addresses) > 0 && hasPeerHost(mb)
+}
+
+func hasPeerHost(mb Member) bool {
+	for _, p := range mb.PeerURLs {
+		if u, err := url.Parse(p); err == nil && u.Hostname() != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -71,3 +71,39 @@ func TestBelongsToMachine(t *testing.T) {
 		})
 	}
 }
+
+func TestMembersPossiblyOf(t *testing.T) {
+	placed := Machine{Name: "m-cp-0", NodeName: "cp-0", Addresses: []string{"10.0.0.10"}}
+	bare := Machine{Name: "etcd-2"}
+	tests := []struct {
+		name    string
+		members []Member
+		machine Machine
+		wantIDs []uint64
+	}{
+		{"An external member with a peer URL, claimed by no Machine, may be that of a Machine without addresses",
+			[]Member{{ID: 1, Name: "etcd-0", PeerURLs: []string{"https://10.0.0.10:2380"}}, {ID: 3, Name: "etcd-9", PeerURLs: []string{"https://10.0.0.12:2380"}}}, bare, []uint64{3}},
+		{"Once the Machine reports addresses, a member on another address is not its",
+			[]Member{{ID: 3, Name: "etcd-9", PeerURLs: []string{"https://10.0.0.12:2380"}}}, Machine{Name: "etcd-2", Addresses: []string{"10.0.0.13"}}, nil},
+		{"A member placed on a Node is not that of a Machine on another Node",
+			[]Member{{ID: 3, Name: "cp-9", NodeName: "cp-9", PeerURLs: []string{"https://10.0.0.12:2380"}}}, Machine{Name: "m-cp-2", NodeName: "cp-2"}, nil},
+		{"A member placed on a Node may be that of a Machine whose Node is not known yet",
+			[]Member{{ID: 3, Name: "cp-9", NodeName: "cp-9"}}, bare, []uint64{3}},
+		{"A learner that never started, with no peer URL host, may be that of a Machine with only a Node",
+			[]Member{{ID: 4}}, Machine{Name: "m-cp-2", NodeName: "cp-2"}, []uint64{4}},
+		{"A member another Machine claims by name or address is never this Machine's",
+			[]Member{{ID: 1, Name: "cp-0", NodeName: "cp-0"}, {ID: 2, PeerURLs: []string{"https://10.0.0.10:2380"}}}, bare, nil},
+		{"A member tied to this Machine is for MembersOfMachine, not here",
+			[]Member{{ID: 5, Name: "etcd-2"}}, bare, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var ids []uint64
+			for _, mb := range MembersPossiblyOf(tt.members, []Machine{placed, tt.machine}, tt.machine) {
+				ids = append(ids, mb.ID)
+			}
+			g.Expect(ids).To(Equal(tt.wantIDs))
+		})
+	}
+}

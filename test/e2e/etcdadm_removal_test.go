@@ -33,6 +33,13 @@ type managedEtcdadm struct {
 // "External etcd of an EtcdadmCluster in mode Manage"); hooks are extra pre-terminate hook
 // annotations each Machine gets at creation, as another provider's would be.
 func startManagedEtcdadm(ctx context.Context, name string, ips []string, hooks map[int]string) managedEtcdadm {
+	return startManagedEtcdadmPending(ctx, name, ips, hooks, -1)
+}
+
+// startManagedEtcdadmPending is startManagedEtcdadm with etcd Machine pending created before the
+// infrastructure provider reported its address (none when pending is -1): its member is then tied
+// to no Machine.
+func startManagedEtcdadmPending(ctx context.Context, name string, ips []string, hooks map[int]string, pending int) managedEtcdadm {
 	x := startExternalEtcd(ctx, name, membersAt(name, ips))
 	ec := createEtcdadmCluster(ctx, x.cluster)
 	Expect(unstructured.SetNestedField(ec.Object, strings.Join(clientURLs(x.etcd), ","), "status", "endpoints")).To(Succeed())
@@ -46,7 +53,10 @@ func startManagedEtcdadm(ctx context.Context, name string, ips []string, hooks m
 	Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before))).To(Succeed())
 	var machines []*clusterv1.Machine
 	for i, ip := range ips {
-		m := createEtcdMachine(ctx, x.cluster, ec, fmt.Sprintf("%s-%d", ec.GetName(), i), ip, true)
+		m := createEtcdMachineWithoutAddress(ctx, x.cluster, ec, fmt.Sprintf("%s-%d", ec.GetName(), i), true)
+		if i != pending {
+			setEtcdMachineAddress(ctx, m, ip)
+		}
 		if hook, ok := hooks[i]; ok {
 			patchAnnotation(ctx, m, hook, "")
 		}
@@ -56,10 +66,14 @@ func startManagedEtcdadm(ctx context.Context, name string, ips []string, hooks m
 		got := &v1alpha1.ControlPlaneEtcd{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
 		g.Expect(got.Status.Members).To(HaveLen(len(ips)))
+		var bound int
 		for _, m := range got.Status.Members {
 			g.Expect(m.Health).To(Equal(v1alpha1.MemberHealthy), "member %s: %s", m.Name, m.Message)
-			g.Expect(m.MachineName).NotTo(BeEmpty(), "member %s", m.Name)
+			if m.MachineName != "" {
+				bound++
+			}
 		}
+		g.Expect(bound).To(Equal(len(ips)-min(1, pending+1)), "every member but the pending Machine's is bound: %+v", got.Status.Members)
 	}, reconcileTimeout).Should(Succeed())
 	return managedEtcdadm{etcd: x.etcd, cpe: cpe, machines: machines}
 }

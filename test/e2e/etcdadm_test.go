@@ -244,6 +244,14 @@ var _ = Describe("External etcd of an EtcdadmCluster in mode Manage", func() {
 // whether the Machine hook webhook must have put etcd-adapter's pre-terminate hook on it at
 // creation (mode Manage).
 func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unstructured.Unstructured, name, ip string, hooked bool) *clusterv1.Machine {
+	m := createEtcdMachineWithoutAddress(ctx, cluster, ec, name, hooked)
+	setEtcdMachineAddress(ctx, m, ip)
+	return m
+}
+
+// createEtcdMachineWithoutAddress creates an etcd Machine and its infrastructure Machine as the
+// etcdadm controller does, before the infrastructure provider reports the host's address.
+func createEtcdMachineWithoutAddress(ctx context.Context, cluster *clusterv1.Cluster, ec *unstructured.Unstructured, name string, hooked bool) *clusterv1.Machine {
 	im := infra.NewMachine(cluster.Namespace, name, "test://etcd/"+name)
 	Expect(mgmt.Client.Create(ctx, im)).To(Succeed())
 	isController := true
@@ -266,6 +274,13 @@ func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unst
 	} else {
 		Expect(m.Annotations).NotTo(HaveKey(v1alpha1.PreTerminateHookAnnotation))
 	}
+	return m
+}
+
+// setEtcdMachineAddress reports the host's address on the Machine's infrastructure Machine, as
+// the infrastructure provider does, and waits until Cluster API copied it to the Machine.
+func setEtcdMachineAddress(ctx context.Context, m *clusterv1.Machine, ip string) {
+	im := infra.NewMachine(m.Namespace, m.Spec.InfrastructureRef.Name, "")
 	Eventually(func() error {
 		got := &unstructured.Unstructured{}
 		got.SetGroupVersionKind(im.GroupVersionKind())
@@ -279,10 +294,13 @@ func createEtcdMachine(ctx context.Context, cluster *clusterv1.Cluster, ec *unst
 		return mgmt.Client.Status().Patch(ctx, got, client.MergeFrom(before))
 	}, reconcileTimeout).Should(Succeed())
 	Eventually(func(g Gomega) {
-		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+		err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
+		if apierrors.IsNotFound(err) && !m.DeletionTimestamp.IsZero() {
+			return // a deleting Machine may go as soon as its address was copied
+		}
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(m.Status.Addresses).To(ContainElement(HaveField("Address", ip)))
 	}, reconcileTimeout).Should(Succeed())
-	return m
 }
 
 // createEtcdadmCluster creates the EtcdadmCluster of the Cluster as the forks' Cluster controller

@@ -233,6 +233,8 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 	switch {
 	case inFlight != nil && !slices.ContainsFunc(targets, func(mb etcd.Member) bool { return s.recordIsOf(inFlight, mb) }):
 		return r.confirmRemoval(ctx, s, m, *inFlight, len(targets))
+	case len(targets) == 0 && s.identityPending(m):
+		return stepWaiting, nil
 	case len(targets) == 0:
 		r.atStep(ctx, StepRemovedBeforeRelease)
 		return stepReleased, r.releaseRemoved(ctx, s, m, noMemberReason(s, m))
@@ -263,6 +265,35 @@ func (r *Reconciler) lastMember(ctx context.Context, s *scope, m *clusterv1.Mach
 		"it is held until the Cluster or its control plane is deleted, or a person annotates it %s=%s (or %s=%s)",
 		m.Name, s.cluster.Name, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
 	return stepWaiting, nil
+}
+
+// identityPending reports, and says in Progressing, that no member is tied to the Machine only
+// because the Machine does not report yet what would tell (etcd.MembersPossiblyOf): absence is no
+// proof then, so the hook stays until Cluster API copies the Machine's Node or addresses, or the
+// member is tied to another Machine, or it leaves etcd.
+func (s *scope) identityPending(m *clusterv1.Machine) bool {
+	possible := etcd.MembersPossiblyOf(s.snapshot.Members, s.machineFacts(), etcd.MachineFacts(m))
+	if len(possible) == 0 {
+		return false
+	}
+	names := make([]string, 0, len(possible))
+	for _, mb := range possible {
+		names = append(names, mb.String())
+	}
+	s.setProgressing(v1alpha1.ProgressingRemovalBlockedReason, fmt.Sprintf(
+		"No etcd member is tied to deleting Machine %s, but etcd member(s) %s belong to no other Machine and the Machine does not report yet what would tell them apart (Node %q, addresses %v): "+
+			"one may be its member, so its hook stays until Cluster API copies the Machine's Node or addresses, or the member leaves etcd (if none of them is its member, annotate the Machine %s=%s)",
+		m.Name, strings.Join(names, ", "), m.Status.NodeRef.Name, addresses(m), v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue))
+	s.wantRequeue(blockedRecheckInterval)
+	return true
+}
+
+func addresses(m *clusterv1.Machine) []string {
+	out := make([]string, 0, len(m.Status.Addresses))
+	for _, a := range m.Status.Addresses {
+		out = append(out, a.Address)
+	}
+	return out
 }
 
 // noMemberReason says why no member belongs to the Machine, for the release.
