@@ -300,9 +300,10 @@ const (
 	// EventDeletionAllowedClusterPaused: the deletion of a paused Cluster's Machine was let
 	// through unchecked, without the delete-for-move annotation of clusterctl move (Warning).
 	EventDeletionAllowedClusterPaused = "DeletionAllowedClusterPaused"
-	// EventDeletionAllowedHealthUnknown: the deletion was let through although etcd could not be
-	// observed, so it may lose quorum (Warning).
-	EventDeletionAllowedHealthUnknown = "DeletionAllowedHealthUnknown"
+	// EventDeletionAllowedEtcdUnobserved: the deletion was let through although etcd could not be
+	// observed at all, so it may lose quorum (Warning). Not to be confused with
+	// EventDeletionRefusedHealthUnknown: etcd was observed and members' health was unknown.
+	EventDeletionAllowedEtcdUnobserved = "DeletionAllowedEtcdUnobserved"
 	// EventDeletionAllowedLastMember: the deletion was let through although the Machine hosts
 	// the last etcd member (Warning). No longer recorded: the quorum guard refuses that deletion
 	// (EventDeletionRefusedLastMember) unless a person skips the guard explicitly.

@@ -130,7 +130,7 @@ func (c *testCluster) setMode(ctx context.Context, mode v1alpha1.Mode) {
 
 // guardVerdict asks the quorum guard about deleting the Machine (a server dry-run, so nothing is
 // deleted) and returns its refusal, or "" when it allowed the deletion without a warning. A
-// deletion it allowed with a warning (etcd's health unknown, e.g. an observation that timed out)
+// deletion it allowed with a warning (etcd could not be observed, e.g. an observation that timed out)
 // is returned as "warning: ...", so callers polling for a clear answer keep polling.
 func guardVerdict(ctx context.Context, m *clusterv1.Machine) string {
 	cfg := rest.CopyConfig(mgmt.Config)

@@ -38,9 +38,9 @@ var _ = Describe("A workload apiserver that stops answering", func() {
 			}
 		}, reconcileTimeout).Should(Succeed())
 
-		By("asking to delete a Machine of the unreachable cluster: allowed, with a warning that health is unknown")
+		By("asking to delete a Machine of the unreachable cluster: allowed, with a warning that etcd could not be observed")
 		warnings := dryRunDelete(ctx, dead.machines["cp-0"])
-		Expect(warnings).To(ContainElement(ContainSubstring("is unknown")))
+		Expect(warnings).To(ContainElement(ContainSubstring("could not be observed")))
 
 		By("breaking a member of the other cluster: its status follows while the first stays unreachable")
 		Expect(alive.workload.Etcd.StopMember(ctx, alive.workload.Etcd.MemberOnNode("cp-1").Name())).To(Succeed())

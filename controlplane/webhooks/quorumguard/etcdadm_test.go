@@ -88,7 +88,7 @@ func TestGuard_etcdadm(t *testing.T) {
 			wantMessage: "every other etcd Machine with an address is being deleted"},
 		{name: "Deleting one of several etcd Machines while etcd cannot be observed is let through with a warning",
 			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable), machines: 3, delete: etcdMachine(0, "c-etcd"),
-			wantAllowed: true, wantWarning: "etcd health of Cluster c is unknown"},
+			wantAllowed: true, wantWarning: "etcd of Cluster c could not be observed"},
 		{name: "An etcd Machine of an EtcdadmCluster the Cluster does not own is let through",
 			snapshot: func() *etcd.Snapshot { return broken(etcdadmSnapshot(3), 1) }, machines: 3, delete: etcdMachine(0, "other-etcd"), wantAllowed: true},
 		{name: "The etcd Machines of an EtcdadmCluster being deleted are let through, as the etcdadm controller deletes them all",

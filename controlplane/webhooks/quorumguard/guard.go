@@ -367,8 +367,8 @@ func (g *Guard) project(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEt
 			return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along,
 				fmt.Sprintf("etcd could not be observed (%v), and every other %s is being deleted", err, others)))
 		}
-		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedHealthUnknown,
-			fmt.Sprintf("etcd health of Cluster %s is unknown (%v); deleting Machine %s%s may lose etcd quorum", cluster.Name, err, m.Name, along))
+		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedEtcdUnobserved,
+			fmt.Sprintf("etcd of Cluster %s could not be observed (%v); deleting Machine %s%s may lose etcd quorum", cluster.Name, err, m.Name, along))
 	}
 	now := time.Now()
 	going := make([]etcd.Machine, 0, len(underWay)+1)
