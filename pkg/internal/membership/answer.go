@@ -17,10 +17,13 @@ import (
 type Answer struct {
 	// Where is the place the member was asked at: a Node name, an endpoint.
 	Where string
-	At    time.Time
+	// At is when the answer came.
+	At time.Time
 	// Err is set when the member could not be reached at all.
 	Err error
 
+	// SelfID, ClusterID, LeaderID and RaftTerm are what the member said about itself: its ID,
+	// its cluster's ID, the leader it knows (its own ID when it leads) and its raft term.
 	SelfID, ClusterID, LeaderID, RaftTerm uint64
 	// Members is the member's own member list; nil when not reported (a learner, an error, a
 	// removed member).

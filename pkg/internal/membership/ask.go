@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +35,7 @@ func AskAll(ctx context.Context, places []string, limit int, ask func(ctx contex
 		})
 	}
 	wg.Wait()
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Where < out[j].Where })
+	slices.SortStableFunc(out, func(x, y Answer) int { return strings.Compare(x.Where, y.Where) })
 	return out
 }
 

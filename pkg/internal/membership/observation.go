@@ -9,7 +9,9 @@ import (
 // Observation is a snapshot plus the view and the answers it was built from, for MoveLeader
 // and RemoveMember to pick a member to send their request through.
 type Observation struct {
+	// Snap is the snapshot the backend built, its members placed.
 	Snap *etcd.Snapshot
+	// View is what the snapshot was decided from.
 	View View
 	// Answers are sorted by place.
 	Answers []Answer

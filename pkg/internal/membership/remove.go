@@ -20,10 +20,12 @@ import (
 // Changer changes the cluster a backend observes: it removes members and moves leadership,
 // through the Transport of the observation it is given.
 type Changer struct {
+	// Memory learns the members a linearizable member list showed removed.
 	Memory *Memory
 	// CallTimeout bounds each call.
 	CallTimeout time.Duration
-	Log         logr.Logger
+	// Log logs each change.
+	Log logr.Logger
 }
 
 // Remove removes member m of the observed cluster by its ID, as KCP does; the name plays no

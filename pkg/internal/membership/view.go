@@ -14,10 +14,14 @@ import (
 // leader and its active alarms. Members that disagree keep their own answers as evidence, so
 // pkg/etcd can name them.
 type View struct {
+	// ClusterID is the cluster's ID (see clusterIDOf).
 	ClusterID uint64
-	Members   []etcd.Member
-	LeaderID  uint64
-	Alarms    []etcd.ActiveAlarm
+	// Members is the cluster's member list (see memberListOf), not placed.
+	Members []etcd.Member
+	// LeaderID is the leader, zero when not known (see leaderOf).
+	LeaderID uint64
+	// Alarms are the cluster's active alarms (see alarmsOf).
+	Alarms []etcd.ActiveAlarm
 }
 
 // ErrNoMemberList is Decide's error when no member of the cluster answered with a member list
