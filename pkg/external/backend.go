@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
 )
 
 // BackendName is the Snapshot.Backend of this backend.
@@ -53,13 +54,14 @@ type Config struct {
 type Backend struct {
 	cfg Config
 
-	mu        sync.Mutex
-	conns     map[string]*conn  // by endpoint
-	clusterID uint64            // the cluster ID seen first; members answering with another are strangers
-	last      []etcd.Member     // the member list this cluster's members reported last
-	selfAt    map[string]uint64 // the member that answered last at each endpoint
-	removing  map[uint64]bool   // members this backend asked etcd to remove
-	gone      map[uint64]bool   // members a linearizable member list showed removed: never asked for Status
+	// Cluster is Observe, MoveLeader and RemoveMember, with the membership core; its Memory
+	// keeps the cluster ID seen first, the member list seen last and the members known removed.
+	membership.Cluster
+
+	mu       sync.Mutex
+	conns    map[string]*conn  // by endpoint
+	selfAt   map[string]uint64 // the member that answered last at each endpoint
+	removing map[uint64]bool   // members this backend asked etcd to remove
 }
 
 // conn is one kept client for one endpoint, made with one set of credentials.
@@ -89,7 +91,9 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Logger.GetSink() == nil {
 		cfg.Logger = logr.Discard()
 	}
-	return &Backend{cfg: cfg, conns: map[string]*conn{}, selfAt: map[string]uint64{}, removing: map[uint64]bool{}, gone: map[uint64]bool{}}, nil
+	b := &Backend{cfg: cfg, conns: map[string]*conn{}, selfAt: map[string]uint64{}, removing: map[uint64]bool{}}
+	b.Ask, b.Refuse, b.CallTimeout, b.Logger = b.observe, refuseStrangers, cfg.CallTimeout, b.logger
+	return b, nil
 }
 
 // checkEndpoint accepts https URLs with a host and a port: a plain-text endpoint would send the
@@ -222,13 +226,6 @@ func (b *Backend) retain(keep []string) {
 			delete(b.conns, ep)
 		}
 	}
-}
-
-// call runs one etcd call with its own deadline.
-func call[T any](ctx context.Context, b *Backend, what string, fn func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, b.cfg.CallTimeout, fmt.Errorf("%s: call timeout %s expired", what, b.cfg.CallTimeout))
-	defer cancel()
-	return fn(ctx)
 }
 
 // normalise makes one spelling of a client URL, so an endpoint and a member's own client URL

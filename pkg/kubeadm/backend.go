@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
 )
 
 // BackendName is the Snapshot.Backend of this backend.
@@ -27,12 +28,13 @@ type Backend struct {
 	lost     *coalescer // nil without Config.OnConnectionLost
 	workload workloadClient
 
-	mu          sync.Mutex
-	known       []string        // Nodes of the members seen last, asked while the Pods are listed
-	clusterID   uint64          // the cluster ID seen first; members answering with another are strangers
-	lastMembers []etcd.Member   // the member list this cluster's members reported last
-	removedOn   map[string]bool // Nodes whose member this backend asked etcd to remove
-	goneIDs     map[uint64]bool // members a linearizable member list showed removed: never asked for Status
+	// Cluster is Observe, MoveLeader and RemoveMember, with the membership core; its Memory
+	// keeps the cluster ID seen first, the member list seen last and the members known removed.
+	membership.Cluster
+
+	mu        sync.Mutex
+	known     []string        // Nodes of the members seen last, asked while the Pods are listed
+	removedOn map[string]bool // Nodes whose member this backend asked etcd to remove
 
 	// beforeRemove, when set, runs concurrently with every MemberRemove call. Only used for
 	// testing: it kills the leader in the middle of a removal.
@@ -52,14 +54,16 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.OnConnectionLost != nil {
 		lost = newCoalescer(cfg.OnConnectionLost, connectionLostEvery, clock.RealClock{})
 	}
-	return &Backend{
+	b := &Backend{
 		cfg:    cfg,
 		log:    log,
 		certs:  &certSource{cfg: cfg},
 		dialer: d,
 		pool:   newPool(d, cfg.IdleTimeout, lost, log),
 		lost:   lost,
-	}, nil
+	}
+	b.Ask, b.CallTimeout, b.Logger = b.observe, cfg.CallTimeout, b.logger
+	return b, nil
 }
 
 // Close closes every member connection. The Backend must not be used afterwards. Config's

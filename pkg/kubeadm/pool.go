@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
 )
 
 // Keep-alive of member connections: a tunnel that died without a close (apiserver or kubelet
@@ -32,6 +33,8 @@ type memberClient struct {
 	cli         *clientv3.Client
 	cluster     clientv3.Cluster
 	maint       clientv3.Maintenance
+	// Client is how the membership core asks the member, over the same connection.
+	membership.Client
 	// conns drops the client from the pool, and tells the pool's owner, when the member's
 	// connection ends while the pool keeps the client.
 	conns *connLossHandler
@@ -227,6 +230,7 @@ func (p *pool) newClient(node string, creds *credentials) (*memberClient, error)
 	// Status through the client's own connection: clientv3's Status(endpoint) would dial a
 	// second connection (another port-forward) on every call.
 	c.maint = clientv3.NewMaintenanceFromMaintenanceClient(pb.NewMaintenanceClient(cli.ActiveConnection()), cli)
+	c.Client = membership.NewClient(c.cluster, c.maint, "")
 	return c, nil
 }
 

@@ -197,3 +197,28 @@ func TestBackend_Observe_freshBackendAfterRemoval(t *testing.T) {
 		g.Expect(has).To(BeFalse(), "the removed member is no member: %+v", s.Members)
 	}
 }
+
+// TestBackend_Observe_twoClustersInEqualNumbers: on a backend's first observation, one Node's
+// etcd answering for the cluster and another's for a cluster of its own (the third member
+// down) is refused with etcd.ErrInvalidInput, never guessed; a backend that observed the
+// cluster before keeps its cluster ID and reports the stranger as split brain.
+func TestBackend_Observe_twoClustersInEqualNumbers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	w := startWorkloadCluster(t, workload, 3)
+	before := w.backend(t)
+	observeHealthy(ctx, g, before, 3)
+	f := &faults{w: w}
+	g.Expect(f.KillMember(ctx, w.nodes[0])).To(Succeed())
+	g.Expect(f.SplitBrain(ctx, w.nodes[2])).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		_, err := w.backend(t).Observe(ctx)
+		g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "want ErrInvalidInput, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("equal numbers"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	s, err := before.Observe(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.Members).To(HaveLen(3))
+	v := etcd.AssessHealth(etcd.HealthInput{Snapshot: s, Machines: []etcd.Machine{{Name: w.nodes[2], NodeName: w.nodes[2]}}, Now: time.Now()})
+	g.Expect(v.Machines[w.nodes[2]].Message).To(ContainSubstring("split brain"))
+}

@@ -2,17 +2,17 @@ package kubeadm
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
+	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership/membershiptest"
 )
 
 func members(names ...string) []etcd.Member {
@@ -32,87 +32,22 @@ func placed(ms []etcd.Member) []etcd.Member {
 	return hosts{pods: pods}.place(ms)
 }
 
-func answered(node string, self, cluster, leader uint64, ms []etcd.Member) answer {
-	return answer{node: node, at: time.Now(), selfID: self, clusterID: cluster, leaderID: leader, members: ms}
+func answered(node string, self, cluster, leader uint64, ms []etcd.Member) membership.Answer {
+	return membership.Answer{Where: node, At: time.Now(), SelfID: self, ClusterID: cluster, LeaderID: leader, Members: ms}
 }
 
-func answerMap(in ...answer) map[string]answer {
-	out := map[string]answer{}
-	for _, a := range in {
-		out[a.node] = a
-	}
+// answerMap is the answers by Node, as observe has them.
+func answerMap(in ...membership.Answer) []membership.Answer {
+	out := slices.Clone(in)
+	slices.SortFunc(out, func(x, y membership.Answer) int { return strings.Compare(x.Where, y.Where) })
 	return out
 }
 
-func Test_newView(t *testing.T) {
-	three := members("a", "b", "c")
-	withTerm := func(a answer, term uint64) answer { a.raftTerm = term; return a }
-	tests := []struct {
-		name        string
-		answers     []answer
-		known       uint64
-		wantCluster uint64
-		wantLeader  uint64
-		wantMembers []etcd.Member
-	}{
-		{
-			name:        "all agree",
-			answers:     []answer{answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three), answered("c", 3, 7, 1, three)},
-			wantCluster: 7, wantLeader: 1, wantMembers: three,
-		},
-		{
-			name: "split brain on one Node: the majority's cluster, list and leader win",
-			answers: []answer{answered("a", 1, 7, 2, three), answered("b", 2, 7, 2, three),
-				answered("c", 99, 8, 99, members("c"))},
-			wantCluster: 7, wantLeader: 2, wantMembers: three,
-		},
-		{
-			name:        "the cluster ID seen first wins even when a stranger answers alone",
-			answers:     []answer{{node: "a", err: errors.New("down")}, answered("c", 99, 8, 99, members("c"))},
-			known:       7,
-			wantCluster: 7,
-		},
-		{
-			name:        "the cluster ID seen first wins against a majority of strangers",
-			answers:     []answer{answered("a", 1, 7, 1, three), answered("b", 98, 8, 98, members("b")), answered("c", 99, 8, 98, members("b"))},
-			known:       7,
-			wantCluster: 7, wantLeader: 1, wantMembers: three,
-		},
-		{
-			name: "the leader is the member that says it leads, not the one most followers name",
-			answers: []answer{answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three),
-				withTerm(answered("c", 3, 7, 3, three), 5)},
-			wantCluster: 7, wantLeader: 3, wantMembers: three,
-		},
-		{
-			name:        "two members say they lead: the higher raft term wins",
-			answers:     []answer{withTerm(answered("a", 1, 7, 1, three), 4), withTerm(answered("b", 2, 7, 2, three), 5)},
-			wantCluster: 7, wantLeader: 2, wantMembers: three,
-		},
-		{
-			name:        "the leader did not answer: the followers' word",
-			answers:     []answer{{node: "a", err: errors.New("down")}, answered("b", 2, 7, 1, three), answered("c", 3, 7, 1, three)},
-			wantCluster: 7, wantLeader: 1, wantMembers: three,
-		},
-		{
-			name:        "a learner's answer has no member list",
-			answers:     []answer{answered("a", 1, 7, 1, three), answered("d", 4, 7, 1, nil)},
-			wantCluster: 7, wantLeader: 1, wantMembers: three,
-		},
-		{
-			name:    "nobody answered",
-			answers: []answer{{node: "a", err: errors.New("down")}},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			v := newView(answerMap(tt.answers...), tt.known)
-			g.Expect(v.clusterID).To(Equal(tt.wantCluster))
-			g.Expect(v.leaderID).To(Equal(tt.wantLeader))
-			g.Expect(v.members).To(Equal(tt.wantMembers))
-		})
-	}
+// newView is the view the membership core decides, with the member list seen last.
+func newView(g Gomega, answers []membership.Answer, known uint64, last []etcd.Member) membership.View {
+	v, err := membership.Decide(answers, known, last)
+	g.Expect(err).NotTo(HaveOccurred())
+	return v
 }
 
 func Test_view_snapshot(t *testing.T) {
@@ -120,12 +55,12 @@ func Test_view_snapshot(t *testing.T) {
 	three := members("a", "b", "c")
 	a := answered("a", 1, 7, 1, three)
 	// Member 4 raised NOSPACE and was removed since; member 2 raised CORRUPT and is down.
-	a.alarms = []memberAlarm{{1, etcd.AlarmNoSpace}, {4, etcd.AlarmNoSpace}}
+	a.Alarms = []etcd.ActiveAlarm{{MemberID: 1, Alarm: etcd.AlarmNoSpace}, {MemberID: 4, Alarm: etcd.AlarmNoSpace}}
 	c := answered("c", 3, 7, 1, three)
-	c.alarms = []memberAlarm{{2, etcd.AlarmCorrupt}}
-	in := answerMap(a, answer{node: "b", at: time.Now(), err: errors.New("connection refused")}, c)
-	v := newView(in, 0)
-	s := v.snapshot(placed(v.members), in, time.Now())
+	c.Alarms = []etcd.ActiveAlarm{{MemberID: 2, Alarm: etcd.AlarmCorrupt}}
+	in := answerMap(a, membership.Answer{Where: "b", At: time.Now(), Err: errors.New("connection refused")}, c)
+	v := newView(g, in, 0, nil)
+	s := snapshot(v, placed(v.Members), in, time.Now())
 	g.Expect(s.Backend).To(Equal("kubeadm"))
 	g.Expect(s.LeaderID).To(Equal(uint64(1)))
 	g.Expect(s.Alarms).To(Equal([]etcd.ActiveAlarm{{MemberID: 1, Alarm: etcd.AlarmNoSpace}, {MemberID: 2, Alarm: etcd.AlarmCorrupt}, {MemberID: 4, Alarm: etcd.AlarmNoSpace}}),
@@ -145,17 +80,17 @@ func Test_view_snapshot_splitBrain(t *testing.T) {
 	three := members("a", "b", "c")
 	tests := []struct {
 		name    string
-		answers []answer
+		answers []membership.Answer
 		known   uint64
 		last    []etcd.Member
 	}{
 		{
 			name:    "one Node of three answers from another cluster",
-			answers: []answer{answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three), answered("c", 99, 8, 99, members("c"))},
+			answers: []membership.Answer{answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three), answered("c", 99, 8, 99, members("c"))},
 		},
 		{
 			name:    "the stranger is the only one that answers",
-			answers: []answer{{node: "a", err: errors.New("down")}, {node: "b", err: errors.New("down")}, answered("c", 99, 8, 99, members("c"))},
+			answers: []membership.Answer{{Where: "a", Err: errors.New("down")}, {Where: "b", Err: errors.New("down")}, answered("c", 99, 8, 99, members("c"))},
 			known:   7, last: three,
 		},
 	}
@@ -163,12 +98,8 @@ func Test_view_snapshot_splitBrain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			in := answerMap(tt.answers...)
-			v := newView(in, tt.known)
-			if v.members == nil {
-				g.Expect(strangerAnswered(in, v)).To(BeTrue())
-				v.members = tt.last
-			}
-			s := v.snapshot(placed(v.members), in, time.Now())
+			v := newView(g, in, tt.known, tt.last)
+			s := snapshot(v, placed(v.Members), in, time.Now())
 			ev, ok := s.EvidenceFor(3)
 			g.Expect(ok).To(BeTrue(), "the answer on Node c is filed under the member on Node c")
 			g.Expect(ev.ClusterID).To(Equal(uint64(8)))
@@ -185,8 +116,8 @@ func Test_view_snapshot_duplicateNames(t *testing.T) {
 	// Member 4 is the old member of Node b (a reused hostname): never removed, not running.
 	ms := append(members("a", "b", "c"), etcd.Member{ID: 4, Name: "b", PeerURLs: []string{"https://10.0.0.2:2380"}})
 	in := answerMap(answered("a", 1, 7, 1, ms), answered("b", 2, 7, 1, ms), answered("c", 3, 7, 1, ms))
-	v := newView(in, 0)
-	s := v.snapshot(placed(v.members), in, time.Now())
+	v := newView(g, in, 0, nil)
+	s := snapshot(v, placed(v.Members), in, time.Now())
 	g.Expect(s.MembersOnNode("b")).To(HaveLen(2), "both members are in the snapshot, on Node b")
 	live, ok := s.EvidenceFor(2)
 	g.Expect(ok).To(BeTrue())
@@ -204,9 +135,9 @@ func Test_view_snapshot_podGone(t *testing.T) {
 	g := NewWithT(t)
 	three := members("a", "b", "c")
 	in := answerMap(answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three))
-	v := newView(in, 0)
+	v := newView(g, in, 0, nil)
 	h := hosts{pods: map[string]bool{"a": true, "b": true}, nodes: map[string]bool{"a": true, "b": true, "c": true}}
-	s := v.snapshot(h.place(v.members), in, time.Now())
+	s := snapshot(v, h.place(v.Members), in, time.Now())
 	ev, ok := s.EvidenceFor(3)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(ev.Contact).To(Equal(etcd.ContactUnknown))
@@ -244,128 +175,23 @@ func Test_hosts_place(t *testing.T) {
 	}
 }
 
-func Test_splitStatusErrors(t *testing.T) {
-	g := NewWithT(t)
-	errs, alarms := splitStatusErrors([]string{"memberID:10276657743932975437 alarm:NOSPACE ", "etcdserver: no leader"})
-	g.Expect(errs).To(Equal([]string{"etcdserver: no leader"}))
-	g.Expect(alarms).To(Equal([]memberAlarm{{memberID: 10276657743932975437, alarm: etcd.AlarmNoSpace}}))
-}
-
-func Test_toAnswer(t *testing.T) {
-	g := NewWithT(t)
-	a := toAnswer("d", nil, nil, errors.New("rpc error: code = Unavailable desc = connection closed"), errors.New("closed"))
-	g.Expect(a.answered()).To(BeFalse(), "no reply came from etcd: not answering")
-	g.Expect(errors.Is(a.err, etcd.ErrUnreachable)).To(BeTrue())
-
-	a = toAnswer("d", nil, nil, rpctypes.ErrGRPCNoLeader, rpctypes.ErrGRPCNoLeader)
-	g.Expect(a.answered()).To(BeTrue(), "etcd answered with an error: listening but unhealthy")
-	g.Expect(a.errors).To(HaveLen(2))
-}
-
-func Test_outcomeOf(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want removeOutcome
-	}{
-		{name: "removed", want: removeDone},
-		{name: "not found", err: rpctypes.ErrGRPCMemberNotFound, want: removeDone},
-		{name: "leader changed", err: rpctypes.ErrGRPCLeaderChanged, want: removeUnsettled},
-		{name: "timeout", err: rpctypes.ErrGRPCTimeout, want: removeUnsettled},
-		{name: "timeout due to leader fail", err: rpctypes.ErrGRPCTimeoutDueToLeaderFail, want: removeUnsettled},
-		{name: "timeout due to connection lost", err: rpctypes.ErrGRPCTimeoutDueToConnectionLost, want: removeUnsettled},
-		{name: "no leader", err: rpctypes.ErrGRPCNoLeader, want: removeUnsettled},
-		{name: "stopped", err: rpctypes.ErrGRPCStopped, want: removeUnsettled},
-		{name: "unhealthy cluster", err: rpctypes.ErrGRPCUnhealthy, want: removeUnsettled},
-		{name: "not enough started members", err: rpctypes.ErrGRPCMemberNotEnoughStarted, want: removeUnsettled},
-		{name: "learner not ready", err: rpctypes.ErrGRPCLearnerNotReady, want: removeUnsettled},
-		{name: "connection lost during the call", err: status.Error(codes.Unavailable, "error reading from server: EOF"), want: removeUnsettled},
-		{name: "call deadline", err: status.Error(codes.DeadlineExceeded, "context deadline exceeded"), want: removeUnsettled},
-		{name: "the port-forward died mid-call", err: status.Error(codes.Unknown, "unexpected HTTP status code received from server: 200 (OK); malformed header: missing HTTP content-type"), want: removeUnsettled},
-		{name: "anything else etcd says", err: rpctypes.ErrGRPCPermissionDenied, want: removeRejected},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			NewWithT(t).Expect(outcomeOf(tt.err)).To(Equal(tt.want))
+// Test_divergences runs the membership core's shared cases (the rules this backend and
+// pkg/external once decided differently) through this backend's own observation: each member
+// answers on the Node of its name, the view is decided, the members are placed on their Nodes
+// and the snapshot is built.
+func Test_divergences(t *testing.T) {
+	node := func(id uint64) string { return fmt.Sprintf("node-%d", id) }
+	member := func(id uint64) etcd.Member { return etcd.Member{ID: id, Name: node(id)} }
+	for _, tc := range membershiptest.Divergences() {
+		t.Run(tc.Name, func(t *testing.T) {
+			g := NewWithT(t)
+			answers := membershiptest.Answers(tc, node, member)
+			v, err := decide(membershiptest.Memory(g, tc), answers)
+			var s *etcd.Snapshot
+			if err == nil {
+				s = snapshot(v, placed(v.Members), answers, time.Now())
+			}
+			membershiptest.Check(g, tc, s, err)
 		})
 	}
-}
-
-func Test_isLastVoter(t *testing.T) {
-	g := NewWithT(t)
-	ms := members("a", "b")
-	ms[1].IsLearner = true
-	g.Expect(isLastVoter(ms, ms[0])).To(BeTrue(), "a learner does not count")
-	g.Expect(isLastVoter(ms, ms[1])).To(BeFalse(), "a learner is never the last voter")
-	g.Expect(isLastVoter(members("a", "b"), members("a", "b")[0])).To(BeFalse())
-}
-
-func Test_removalPath(t *testing.T) {
-	three := members("a", "b", "c")
-	obs := func(in ...answer) *observation {
-		answers := answerMap(in...)
-		v := newView(answers, 0)
-		return &observation{snap: v.snapshot(placed(v.members), answers, time.Now()), view: v, answers: answers}
-	}
-	down := func(node string) answer { return answer{node: node, err: errors.New("down")} }
-	tests := []struct {
-		name   string
-		obs    *observation
-		target uint64
-		want   []string
-	}{
-		{
-			name:   "the leader first, then other voters, the target last",
-			obs:    obs(answered("a", 1, 7, 2, three), answered("b", 2, 7, 2, three), answered("c", 3, 7, 2, three)),
-			target: 1, want: []string{"b", "c", "a"},
-		},
-		{
-			name:   "the leader first although it sorts last and is not the target",
-			obs:    obs(answered("a", 1, 7, 3, three), answered("b", 2, 7, 3, three), answered("c", 3, 7, 3, three)),
-			target: 1, want: []string{"c", "b", "a"},
-		},
-		{
-			name:   "removing the leader goes through a follower",
-			obs:    obs(answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three), answered("c", 3, 7, 1, three)),
-			target: 1, want: []string{"b", "c", "a"},
-		},
-		{
-			name:   "members that did not answer, or answer from another cluster, are not used",
-			obs:    obs(answered("a", 1, 7, 1, three), down("b"), answered("c", 99, 8, 99, members("c"))),
-			target: 2, want: []string{"a"},
-		},
-		{
-			name:   "through the target only when nobody else answers",
-			obs:    obs(answered("a", 1, 7, 1, three), down("b"), down("c")),
-			target: 1, want: []string{"a"},
-		},
-		{
-			name:   "a never-started member goes through the leader and the other voters",
-			obs:    obs(answered("a", 1, 7, 2, append(three, etcd.Member{ID: 9, IsLearner: true})), answered("b", 2, 7, 2, three), answered("c", 3, 7, 2, three)),
-			target: 9, want: []string{"b", "a", "c"},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			NewWithT(t).Expect(removalPath(tt.obs, tt.target)).To(Equal(tt.want))
-		})
-	}
-}
-
-// Test_newView_removedMember: a member the cluster removed that has not applied its removal
-// answers with its stale member list; with one member left that list would tie with the
-// remaining member's and win when its key sorts first, keeping the removed member in every
-// snapshot.
-func Test_newView_removedMember(t *testing.T) {
-	g := NewWithT(t)
-	remaining := etcd.Member{ID: 0x9, Name: "a"}
-	removed := &pb.Member{ID: 0x1, Name: "b"}
-	stale := &clientv3.MemberListResponse{
-		Header:  &pb.ResponseHeader{ClusterId: 7, MemberId: removed.ID},
-		Members: []*pb.Member{{ID: remaining.ID, Name: remaining.Name}, removed},
-	}
-	zombie := removedAnswer("b", stale, "member 1 was removed from the cluster and has not applied its removal yet")
-	g.Expect(zombie.answered()).To(BeTrue(), "it did answer")
-	v := newView(answerMap(answered("a", remaining.ID, 7, remaining.ID, []etcd.Member{remaining}), zombie), 7)
-	g.Expect(v.members).To(Equal([]etcd.Member{remaining}))
 }
