@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/machinehook"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/webhooks/quorumguard"
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
+	"github.com/etcd-adapter/etcd-adapter/test/env/managerproc"
 )
 
 // Leader election of the replicas, as short as the e2e suite's, so that a killed leader's Lease
@@ -35,9 +35,8 @@ const (
 	callTimeout = 20 * time.Second
 )
 
-// replica is one in-process etcd-adapter manager. kill cancels its context, as a SIGKILL ends
-// the process: it releases nothing on the way out (leader election has ReleaseOnCancel off), so
-// its Lease stays until it expires.
+// replica is an in-process etcd-adapter manager: the webhook server, which the soak never kills.
+// The controller replicas are processes of the manager binary (controllerReplica).
 type replica struct {
 	name    string
 	mgr     ctrl.Manager
@@ -47,33 +46,26 @@ type replica struct {
 	stopErr error
 }
 
-// replicaOptions shape a replica.
-type replicaOptions struct {
-	// webhooksOnly serves the quorum guard and the Machine hook webhook and runs no controller:
-	// the webhook server of the Deployment, which the soak never kills, so that the management
-	// apiserver always has one to call.
-	webhooksOnly bool
-}
-
-func (w *world) startReplica(ctx context.Context, name string, o replicaOptions) (*replica, error) {
+// startWebhooks starts the in-process webhook server: the quorum guard and the Machine hook
+// webhook on the management apiserver's webhook address, and no controller.
+func (w *world) startWebhooks(ctx context.Context) (*replica, error) {
+	const name = "webhooks"
 	opts := capi.ManagerOptions(w.scheme)
 	opts.Cache.ByObject[&clusterv1.Machine{}] = setup.MachineCacheOptions()
-	if o.webhooksOnly {
-		wio := w.mgmt.WebhookInstallOptions()
-		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
-	} else {
-		opts.LeaderElection, opts.LeaderElectionID, opts.LeaderElectionNamespace = true, leaderElectionID, adapterNamespace
-		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = ptr.To(leaseDuration), ptr.To(renewDeadline), ptr.To(retryPeriod)
-	}
+	wio := w.mgmt.WebhookInstallOptions()
+	opts.WebhookServer = webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir})
 	mgr, err := ctrl.NewManager(w.mgmt.Config, opts)
 	if err != nil {
-		return nil, fmt.Errorf("failed to create etcd-adapter replica %s: %w", name, err)
+		return nil, fmt.Errorf("failed to create the etcd-adapter webhook server: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &replica{name: name, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	cc, err := capi.SetupClusterCache(ctx, mgr)
 	if err == nil {
-		err = r.setup(ctx, cc, o)
+		reg := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: cc}
+		err = errors.Join(creation.IndexByClusterName(ctx, mgr.GetFieldIndexer()),
+			(&quorumguard.Guard{Client: mgr.GetClient(), Backends: reg}).SetupWithManager(mgr),
+			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
 	}
 	if err != nil {
 		cancel()
@@ -81,10 +73,7 @@ func (w *world) startReplica(ctx context.Context, name string, o replicaOptions)
 	}
 	go func() { r.done <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return nil, errors.Join(fmt.Errorf("failed to sync the cache of replica %s", name), r.kill())
-	}
-	if !o.webhooksOnly {
-		return r, nil
+		return nil, errors.Join(errors.New("failed to sync the cache of the webhook server"), r.kill())
 	}
 	checker := mgr.GetWebhookServer().StartedChecker()
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
@@ -94,28 +83,6 @@ func (w *world) startReplica(ctx context.Context, name string, o replicaOptions)
 		return nil, errors.Join(fmt.Errorf("the webhook server did not start: %w", err), r.kill())
 	}
 	return r, nil
-}
-
-func (r *replica) setup(ctx context.Context, cc clustercache.ClusterCache, o replicaOptions) error {
-	mgr := r.mgr
-	if o.webhooksOnly {
-		reg := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: cc}
-		return errors.Join(creation.IndexByClusterName(ctx, mgr.GetFieldIndexer()),
-			(&quorumguard.Guard{Client: mgr.GetClient(), Backends: reg}).SetupWithManager(mgr),
-			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
-	}
-	_, err := setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, CallTimeout: callTimeout})
-	return err
-}
-
-// elected reports whether the replica holds the leader Lease.
-func (r *replica) elected() bool {
-	select {
-	case <-r.mgr.Elected():
-		return true
-	default:
-		return false
-	}
 }
 
 // kill stops the replica abruptly; it is safe to call twice.
@@ -131,3 +98,26 @@ func (r *replica) kill() error {
 	})
 	return r.stopErr
 }
+
+// controllerReplica is the manager binary as its own process with webhooks off and leader
+// election on, as a replica of the Deployment runs; the soak ends it with SIGKILL, which releases
+// nothing: its Lease stays until it expires.
+type controllerReplica struct {
+	name string
+	proc *managerproc.Process
+}
+
+func (w *world) startControllerReplica(ctx context.Context, name string) (*controllerReplica, error) {
+	p, err := w.bin.Start(ctx, filepath.Join(w.logDir, name+".log"),
+		"--leader-elect=true", "--leader-elect-id="+leaderElectionID, "--leader-elect-namespace="+adapterNamespace,
+		"--leader-elect-lease-duration="+leaseDuration.String(), "--leader-elect-renew-deadline="+renewDeadline.String(),
+		"--leader-elect-retry-period="+retryPeriod.String(), "--etcd-call-timeout="+callTimeout.String(), "-v=2")
+	if err != nil {
+		return nil, fmt.Errorf("failed to start etcd-adapter replica %s: %w", name, err)
+	}
+	return &controllerReplica{name: name, proc: p}, nil
+}
+
+func (r *controllerReplica) elected() bool { return r.proc.Elected(leaderElectionID) }
+
+func (r *controllerReplica) kill() error { return r.proc.Kill() }

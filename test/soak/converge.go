@@ -30,7 +30,9 @@ func (s *scenario) converge(ctx context.Context) {
 	s.mu.Unlock()
 	for _, name := range stopped {
 		m := s.etcd.Member(name)
-		if listed, _ := s.listed(ctx, m.ID()); listed {
+		// Note: a member etcd did not answer about (no quorum) is started too: only one that etcd
+		// answered without was removed.
+		if _, removed := s.listed(ctx, m.ID()); !removed {
 			if err := m.Restart(ctx); err != nil {
 				s.logf("  heal: member %s did not start again: %s", name, firstLine(err.Error()))
 			}

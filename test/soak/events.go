@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
@@ -97,8 +98,22 @@ func canScaleDown(s *scenario) bool {
 	return true
 }
 
-// canStop keeps at most one member stopped, so that the soak never loses quorum itself.
-func canStop(s *scenario) bool { return s.allStarted() && len(s.live()) >= 3 }
+// canStop keeps at most one member stopped, and only where a majority of etcd's voters still
+// runs after the stop, so that the soak never loses quorum itself: Machines are no measure of
+// that (a failed join leaves a Machine whose learner never started).
+func canStop(s *scenario) bool {
+	if !s.allStarted() || len(s.live()) < 3 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+	defer cancel()
+	list, ok := s.memberList(ctx)
+	if !ok {
+		return false
+	}
+	voters, started := s.startedVoters(list)
+	return started-1 >= voters/2+1
+}
 
 func hasStopped(s *scenario) bool { return !s.allStarted() }
 
@@ -271,23 +286,41 @@ func (s *scenario) startMember(ctx context.Context) error {
 	return s.setNodeCondition(ctx, s.nodeOfMember(name), corev1.ConditionFalse)
 }
 
+// listTimeout bounds one member list read: without quorum etcd does not answer a linearizable
+// one, and the soak must go on to heal the world.
+const listTimeout = 5 * time.Second
+
 // listed reports whether etcd lists the member; removed is true when it answered without it.
+// Both are false when etcd did not answer.
 func (s *scenario) listed(ctx context.Context, id uint64) (listed, removed bool) {
-	cli, err := s.etcd.NewClient(ctx)
-	if err != nil {
+	list, ok := s.memberList(ctx)
+	if !ok {
 		return false, false
 	}
-	defer func() { _ = cli.Close() }()
-	list, err := cli.MemberList(ctx)
-	if err != nil {
-		return false, false
-	}
-	for _, m := range list.Members {
-		if m.ID == id {
-			return true, false
-		}
+	if _, ok := list[id]; ok {
+		return true, false
 	}
 	return false, true
+}
+
+// memberList reads etcd's member list (linearizable) within listTimeout.
+func (s *scenario) memberList(ctx context.Context) (map[uint64]*pb.Member, bool) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	cli, err := s.etcd.NewClient(ctx)
+	if err != nil {
+		return nil, false
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, false
+	}
+	out := make(map[uint64]*pb.Member, len(resp.Members))
+	for _, m := range resp.Members {
+		out[m.ID] = m
+	}
+	return out, true
 }
 
 func (s *scenario) nodeOfMember(name string) string {

@@ -84,7 +84,15 @@ func TestSoak(t *testing.T) {
 		st.seed, st.duration, st.scenarios, st.events, strings.Join(st.backends, ","))
 	ctx := t.Context()
 	start := time.Now()
-	w, err := startWorld(ctx)
+	logDir := os.Getenv("SOAK_LOGDIR")
+	if logDir == "" {
+		var err error
+		if logDir, err = os.MkdirTemp("", "etcd-adapter-soak-"); err != nil {
+			t.Fatalf("failed to create the log directory: %v", err)
+		}
+	}
+	fmt.Printf("soak: the etcd-adapter replicas' logs are in %s (SOAK_LOGDIR)\n", logDir)
+	w, err := startWorld(ctx, logDir)
 	if err != nil {
 		t.Fatalf("failed to start the management cluster and etcd-adapter: %v", err)
 	}

@@ -17,23 +17,27 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdadm"
+	"github.com/etcd-adapter/etcd-adapter/test/env/managerproc"
 )
 
 // world is the management cluster (Cluster API's Machine and MachineHealthCheck controllers),
 // the etcd-adapter webhook server, and two etcd-adapter controller replicas under leader
-// election, as the Deployment runs them.
+// election, as the Deployment runs them: processes of the manager binary, whose logs stay in
+// logDir.
 type world struct {
 	scheme *runtime.Scheme
 	mgmt   *env.Management
+	bin    managerproc.Binary
+	logDir string
 
 	mu       sync.Mutex
 	webhooks *replica
-	replicas []*replica
+	replicas []*controllerReplica
 	started  int
 }
 
-func startWorld(ctx context.Context) (_ *world, err error) {
-	w := &world{scheme: env.Scheme()}
+func startWorld(ctx context.Context, dir string) (_ *world, err error) {
+	w := &world{scheme: env.Scheme(), logDir: dir}
 	utilruntime.Must(v1alpha1.AddToScheme(w.scheme))
 	kubeadmCRDs, err := capi.KubeadmCRDs()
 	if err != nil {
@@ -56,7 +60,10 @@ func startWorld(ctx context.Context) (_ *world, err error) {
 	if err := w.mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: adapterNamespace}}); err != nil {
 		return nil, fmt.Errorf("failed to create namespace %s: %w", adapterNamespace, err)
 	}
-	if w.webhooks, err = w.startReplica(ctx, "webhooks", replicaOptions{webhooksOnly: true}); err != nil {
+	if w.bin, err = managerproc.Build(ctx, dir, w.mgmt.Config); err != nil {
+		return nil, err
+	}
+	if w.webhooks, err = w.startWebhooks(ctx); err != nil {
 		return nil, err
 	}
 	for range 2 {
@@ -73,7 +80,7 @@ func (w *world) addReplica(ctx context.Context) error {
 	w.started++
 	name := fmt.Sprintf("replica-%d", w.started)
 	w.mu.Unlock()
-	r, err := w.startReplica(ctx, name, replicaOptions{})
+	r, err := w.startControllerReplica(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -83,8 +90,8 @@ func (w *world) addReplica(ctx context.Context) error {
 	return nil
 }
 
-// killReplica kills the leader (leader true) or a replica that is not the leader, and starts a
-// new replica in its place, as the Deployment's ReplicaSet does. It returns what it killed.
+// killReplica SIGKILLs the leader (leader true) or a replica that is not the leader, and starts
+// a new replica in its place, as the Deployment's ReplicaSet does. It returns what it killed.
 func (w *world) killReplica(ctx context.Context, leader bool) (string, error) {
 	w.mu.Lock()
 	victim := -1
