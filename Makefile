@@ -47,7 +47,7 @@ bench: envtest-assets ## Benchmarks against the real test environment; they prin
 # (default 1,5,10,20), FLEET_WINDOW of CPU sampling per size (default 1m).
 .PHONY: bench-fleet
 bench-fleet: envtest-assets ## Manager CPU, memory, fds, goroutines and status freshness against 1..20 K3s and kubeadm clusters, with worker Nodes, and the 1,000-cluster estimate.
-	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./cmd/etcd-adapter/manager -run '^$$' -bench BenchmarkFleet -benchtime 1x -count=1 -timeout 150m
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/fleetbench -run '^$$' -bench BenchmarkFleet -benchtime 1x -count=1 -timeout 150m
 
 # The hook-latency benchmark alone: 20 Machine deletions per backend (WaitingForPreTerminateHook →
 # hook released, median and p99) and 5 member failures (failure → status says so).

@@ -13,7 +13,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -274,18 +273,11 @@ func (f *faults) HideMember(_ context.Context, node string) error {
 }
 
 func (f *faults) LeaderNode(context.Context) (string, error) {
-	for _, m := range f.e.etcd.Members() {
-		e := m.Etcd()
-		if e == nil {
-			continue
-		}
-		for _, l := range f.e.etcd.Members() {
-			if l.Running() && l.ID() == uint64(e.Server.Leader()) {
-				return l.NodeName(), nil
-			}
-		}
+	leader, err := f.e.etcd.Leader()
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("no running member knows a running leader")
+	return leader.NodeName(), nil
 }
 
 func (f *faults) HasMember(ctx context.Context, node string) (bool, error) {
@@ -309,41 +301,31 @@ func (f *faults) HasMember(ctx context.Context, node string) (bool, error) {
 func memberListHas(ctx context.Context, m *etcdcluster.Member, node string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cli, err := m.NewClient(ctx)
+	members, err := m.MemberList(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		return false, err
-	}
-	return slices.ContainsFunc(resp.Members, func(mm *etcdserverpb.Member) bool { return mm.Name == node }), nil
+	return slices.ContainsFunc(members, func(mm *etcdserverpb.Member) bool { return mm.Name == node }), nil
 }
 
 func (f *faults) HasMemberID(ctx context.Context, id uint64) (bool, error) {
-	resp, err := f.memberList(ctx)
+	members, err := f.memberList(ctx)
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(resp.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }), nil
+	return slices.ContainsFunc(members, func(m *etcdserverpb.Member) bool { return m.ID == id }), nil
 }
 
 func (f *faults) MemberCount(ctx context.Context) (int, error) {
-	resp, err := f.memberList(ctx)
+	members, err := f.memberList(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return len(resp.Members), nil
+	return len(members), nil
 }
 
-func (f *faults) memberList(ctx context.Context) (*clientv3.MemberListResponse, error) {
+func (f *faults) memberList(ctx context.Context) ([]*etcdserverpb.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cli, err := f.e.etcd.NewClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cli.Close() }()
-	return cli.MemberList(ctx)
+	return f.e.etcd.MemberList(ctx)
 }

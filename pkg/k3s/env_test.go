@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -206,16 +205,7 @@ func (c *k3sCluster) hasMemberErr(ctx context.Context, name string) (bool, error
 
 // etcdMembers is etcd's own member list (ground truth).
 func (c *k3sCluster) etcdMembers(ctx context.Context) ([]*etcdserverpb.Member, error) {
-	cli, err := c.etcd.NewClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return resp.Members, nil
+	return c.etcd.MemberList(ctx)
 }
 
 // leaderNode returns the Node whose member leads, as etcd says (ground truth).
@@ -225,32 +215,18 @@ func (c *k3sCluster) leaderNode(g Gomega) string {
 	return node
 }
 
-func (c *k3sCluster) leaderNodeErr(ctx context.Context) (string, error) {
-	cli, err := c.etcd.NewClient(ctx)
+// leaderNodeErr is leaderNode as an error: the Node the simulator runs the leading member on.
+func (c *k3sCluster) leaderNodeErr(context.Context) (string, error) {
+	leader, err := c.etcd.Leader()
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = cli.Close() }()
-	for _, m := range c.etcd.Members() {
-		if !m.Running() {
-			continue
-		}
-		resp, err := cli.Status(ctx, m.ClientURL())
-		if err != nil || resp.Leader == 0 {
-			continue
-		}
-		for _, l := range c.etcd.Members() {
-			if l.ID() != resp.Leader {
-				continue
-			}
-			for node := range c.ips {
-				if name, _ := c.sim.MemberName(node); name == l.Name() {
-					return node, nil
-				}
-			}
+	for node := range c.ips {
+		if name, _ := c.sim.MemberName(node); name == leader.Name() {
+			return node, nil
 		}
 	}
-	return "", errors.New("no etcd leader")
+	return "", fmt.Errorf("leader %s runs on no Node of the simulator", leader.Name())
 }
 
 // follower returns a Node whose member does not lead.

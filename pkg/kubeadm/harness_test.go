@@ -13,7 +13,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -239,20 +238,11 @@ func (f *faults) StopAPIServer(context.Context) error {
 
 // LeaderNode asks the running members' raft state which member leads.
 func (f *faults) LeaderNode(context.Context) (string, error) {
-	for _, m := range f.w.etcd.Members() {
-		e := m.Etcd()
-		if e == nil {
-			continue
-		}
-		if lead := f.w.etcd.Members(); lead != nil {
-			for _, l := range lead {
-				if l.Running() && l.ID() == uint64(e.Server.Leader()) {
-					return l.NodeName(), nil
-				}
-			}
-		}
+	leader, err := f.w.etcd.Leader()
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("no running member knows a running leader")
+	return leader.NodeName(), nil
 }
 
 // HasMember lists members through a running member, other than node's when there is one (a
@@ -286,23 +276,11 @@ func boolInt(b bool) int {
 func memberListHas(ctx context.Context, m *etcdcluster.Member, node string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cli, err := m.NewClient(ctx)
+	members, err := m.MemberList(ctx)
 	if err != nil {
 		return false, err
 	}
-	resp, err := cli.MemberList(ctx)
-	if closeErr := cli.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, mm := range resp.Members {
-		if mm.Name == node {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slices.ContainsFunc(members, func(mm *etcdserverpb.Member) bool { return mm.Name == node }), nil
 }
 
 // AddDuplicateName leaves a member named like node's that was never removed, with another peer
@@ -321,29 +299,24 @@ func (f *faults) HideMember(ctx context.Context, node string) error {
 
 // HasMemberID asks the running voters for a linearizable member list.
 func (f *faults) HasMemberID(ctx context.Context, id uint64) (bool, error) {
-	resp, err := f.memberList(ctx)
+	members, err := f.memberList(ctx)
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(resp.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }), nil
+	return slices.ContainsFunc(members, func(m *etcdserverpb.Member) bool { return m.ID == id }), nil
 }
 
 // MemberCount asks the running voters for a linearizable member list.
 func (f *faults) MemberCount(ctx context.Context) (int, error) {
-	resp, err := f.memberList(ctx)
+	members, err := f.memberList(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return len(resp.Members), nil
+	return len(members), nil
 }
 
-func (f *faults) memberList(ctx context.Context) (*clientv3.MemberListResponse, error) {
+func (f *faults) memberList(ctx context.Context) ([]*etcdserverpb.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cli, err := f.w.etcd.NewClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cli.Close() }()
-	return cli.MemberList(ctx)
+	return f.w.etcd.MemberList(ctx)
 }

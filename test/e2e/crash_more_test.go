@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/controlplaneetcd"
+	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 )
 
 var _ = Describe("Crash safety of the kubeadm removal flow", func() {
@@ -49,7 +50,7 @@ var _ = Describe("Crash safety of the kubeadm removal flow", func() {
 	It("converges after the controller stops right after moving leadership off the member it removes", func(ctx SpecContext) {
 		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeManage)
 		c.expectMembers(ctx, 3)
-		node := leaderNode(ctx, c)
+		node := leaderNode(c)
 		doomed := c.machines[node]
 		doomedID := c.workload.Etcd.MemberOnNode(node).ID()
 
@@ -58,7 +59,7 @@ var _ = Describe("Crash safety of the kubeadm removal flow", func() {
 		var leaderAtStop uint64
 		var membersAtStop []uint64
 		crashAtChecking(ctx, controlplaneetcd.StepLeaderMoved, func() { Expect(mgmt.Client.Delete(ctx, doomed)).To(Succeed()) }, func() {
-			leaderAtStop = leaderID(ctx, c)
+			leaderAtStop = leaderID(c)
 			membersAtStop = memberIDs(ctx, c)
 		})
 		Expect(leaderAtStop).NotTo(Equal(doomedID), "leadership must have moved off the member before the stop")
@@ -291,33 +292,20 @@ func (w *removalWatch) expectSafe(ctx context.Context, c *testCluster) {
 	c.waitForHooks(ctx)
 }
 
-// leaderID returns the ID of etcd's leader, as the members report it.
-func leaderID(ctx context.Context, c *testCluster) uint64 {
-	cli, err := c.workload.Etcd.NewClient(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = cli.Close() }()
-	var leader uint64
-	Eventually(func(g Gomega) {
-		resp, err := cli.MemberList(ctx)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, m := range resp.Members {
-			if len(m.ClientURLs) == 0 {
-				continue
-			}
-			st, err := cli.Status(ctx, m.ClientURLs[0])
-			if err == nil && st.Leader != 0 {
-				leader = st.Leader
-				return
-			}
-		}
-		g.Expect(leader).NotTo(BeZero(), "no member reports a leader")
+// leaderID returns the ID of etcd's leader, as the members' raft state says, once an election
+// under way has ended.
+func leaderID(c *testCluster) uint64 {
+	var leader *etcdcluster.Member
+	Eventually(func() (err error) {
+		leader, err = c.workload.Etcd.Leader()
+		return err
 	}, reconcileTimeout).Should(Succeed())
-	return leader
+	return leader.ID()
 }
 
 // leaderNode returns the Node of etcd's leader.
-func leaderNode(ctx context.Context, c *testCluster) string {
-	id := leaderID(ctx, c)
+func leaderNode(c *testCluster) string {
+	id := leaderID(c)
 	for _, node := range c.workload.Nodes {
 		if m := c.workload.Etcd.MemberOnNode(node); m != nil && m.ID() == id {
 			return node

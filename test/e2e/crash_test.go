@@ -70,13 +70,10 @@ func memberIDs(ctx context.Context, c *testCluster) []uint64 {
 // "200 (OK); malformed header: missing HTTP content-type", which the client does not retry
 // elsewhere, and the next poll asks the members left.
 func memberIDsWith(ctx context.Context, g Gomega, c *testCluster) []uint64 {
-	cli, err := c.workload.Etcd.NewClient(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
+	members, err := c.workload.Etcd.MemberList(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	var ids []uint64
-	for _, m := range resp.Members {
+	for _, m := range members {
 		ids = append(ids, m.ID)
 	}
 	slices.Sort(ids)

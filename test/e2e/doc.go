@@ -8,7 +8,7 @@
 // The etcd-adapter manager runs as its ServiceAccount bound to the generated ClusterRole
 // (config/rbac/role.yaml), and every request it sends to the management apiserver is recorded.
 // After the suite, each recorded request must be allowed by the role, and, when the whole suite
-// ran, each grant of the role must have been used (see rbac_test.go and test/rbaccheck).
+// ran, each grant of the role must have been used (see helpers_rbac_test.go and test/rbaccheck).
 //
 // It is its own package so it can be run alone:
 //

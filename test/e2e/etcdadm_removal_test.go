@@ -42,7 +42,7 @@ func startManagedEtcdadm(ctx context.Context, name string, ips []string, hooks m
 func startManagedEtcdadmPending(ctx context.Context, name string, ips []string, hooks map[int]string, pending int) managedEtcdadm {
 	x := startExternalEtcd(ctx, name, membersAt(name, ips))
 	ec := createEtcdadmCluster(ctx, x.cluster)
-	Expect(unstructured.SetNestedField(ec.Object, strings.Join(clientURLs(x.etcd), ","), "status", "endpoints")).To(Succeed())
+	Expect(unstructured.SetNestedField(ec.Object, strings.Join(x.ClientURLs(), ","), "status", "endpoints")).To(Succeed())
 	Expect(mgmt.Client.Status().Update(ctx, ec)).To(Succeed())
 	useKubeadmControlPlane(ctx, x.cluster, nil)
 	cpe := &v1alpha1.ControlPlaneEtcd{}
@@ -75,7 +75,7 @@ func startManagedEtcdadmPending(ctx context.Context, name string, ips []string, 
 		}
 		g.Expect(bound).To(Equal(len(ips)-min(1, pending+1)), "every member but the pending Machine's is bound: %+v", got.Status.Members)
 	}, reconcileTimeout).Should(Succeed())
-	return managedEtcdadm{etcd: x.etcd, cpe: cpe, machines: machines}
+	return managedEtcdadm{etcd: x.Etcd, cpe: cpe, machines: machines}
 }
 
 // status reads the ControlPlaneEtcd.
@@ -95,13 +95,10 @@ func (e managedEtcdadm) setRemovalTimeout(ctx context.Context, d time.Duration) 
 
 // memberIDs lists the member IDs a linearizable member list of the running member via answers.
 func (e managedEtcdadm) memberIDs(ctx context.Context, g Gomega, via int) []uint64 {
-	cli, err := e.etcd.Members()[via].NewClient(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
+	members, err := e.etcd.Members()[via].MemberList(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	var ids []uint64
-	for _, m := range resp.Members {
+	for _, m := range members {
 		ids = append(ids, m.ID)
 	}
 	slices.Sort(ids)

@@ -35,7 +35,7 @@ var _ = Describe("External etcd of an EtcdadmCluster", func() {
 		By("a real 3-member TLS etcd, each member on its own address, and the Secrets of the Cluster's external etcd")
 		ips := []string{"127.0.0.41", "127.0.0.42", "127.0.0.43"}
 		x := startExternalEtcd(ctx, "eadm", membersAt("etcdadm", ips))
-		etcdc, ns, cluster := x.etcd, x.ns, x.cluster
+		etcdc, ns, cluster := x.Etcd, x.ns, x.cluster
 
 		By("an EtcdadmCluster owned by the Cluster, with no status.endpoints yet, and a KubeadmControlPlane")
 		ec := createEtcdadmCluster(ctx, cluster)
@@ -73,7 +73,7 @@ var _ = Describe("External etcd of an EtcdadmCluster", func() {
 		}, reconcileTimeout).Should(Succeed())
 
 		By("the etcdadm controller writes status.endpoints: the members' client URLs, sorted, comma-separated")
-		Expect(unstructured.SetNestedField(ec.Object, strings.Join(clientURLs(etcdc), ","), "status", "endpoints")).To(Succeed())
+		Expect(unstructured.SetNestedField(ec.Object, strings.Join(x.ClientURLs(), ","), "status", "endpoints")).To(Succeed())
 		Expect(unstructured.SetNestedField(ec.Object, true, "status", "ready")).To(Succeed())
 		Expect(mgmt.Client.Status().Update(ctx, ec)).To(Succeed())
 
@@ -134,9 +134,9 @@ var _ = Describe("External etcd of an EtcdadmCluster in mode Manage", func() {
 		By("a real 3-member TLS etcd, an EtcdadmCluster with status.endpoints, a KubeadmControlPlane")
 		ips := []string{"127.0.0.44", "127.0.0.45", "127.0.0.46"}
 		x := startExternalEtcd(ctx, "eadm-m", membersAt("eadm-manage", ips))
-		etcdc, cluster := x.etcd, x.cluster
+		etcdc, cluster := x.Etcd, x.cluster
 		ec := createEtcdadmCluster(ctx, cluster)
-		Expect(unstructured.SetNestedField(ec.Object, strings.Join(clientURLs(etcdc), ","), "status", "endpoints")).To(Succeed())
+		Expect(unstructured.SetNestedField(ec.Object, strings.Join(x.ClientURLs(), ","), "status", "endpoints")).To(Succeed())
 		Expect(mgmt.Client.Status().Update(ctx, ec)).To(Succeed())
 		useKubeadmControlPlane(ctx, cluster, nil)
 

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
-	"github.com/etcd-adapter/etcd-adapter/pkg/external"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // kubeadmControlPlaneGVK is KubeadmControlPlane v1beta2. The suite installs its CRD and runs no
@@ -33,7 +34,7 @@ var _ = Describe("External etcd of a KubeadmControlPlane", func() {
 	It("gets an external ControlPlaneEtcd in Observe that reports every member by etcd's own ID and health, and never holds a control-plane Machine deletion", func(ctx SpecContext) {
 		By("a real 3-member TLS etcd outside the workload cluster, and its Secrets as Cluster API names them for external etcd")
 		x := startExternalEtcd(ctx, "ext", etcdcluster.Nodes("etcd", 3))
-		etcdc, wl, cluster := x.etcd, x.workload, x.cluster
+		etcdc, wl, cluster := x.Etcd, x.APIServer, x.cluster
 
 		By("two control-plane Machines bound to Nodes of the workload cluster; they host no etcd member")
 		var machines []*clusterv1.Machine
@@ -118,52 +119,36 @@ var _ = Describe("External etcd of a KubeadmControlPlane", func() {
 			Expect(deleteMachine(ctx, m)).To(BeEmpty(), "Machine %s", m.Name)
 			Eventually(func() error {
 				return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{})
-			}, deletionTimeout).Should(MatchError(ContainSubstring("not found")), "Machine %s", m.Name)
+			}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound), "Machine %s", m.Name)
 		}
-		cli, err := etcdc.Members()[0].NewClient(ctx)
+		members, err := etcdc.MemberList(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(cli.Close)
-		list, err := cli.MemberList(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(list.Members).To(HaveLen(3), "deleting control-plane Machines removes no external member")
+		Expect(members).To(HaveLen(3), "deleting control-plane Machines removes no external member")
 	}, SpecTimeout(5*time.Minute))
 })
 
-// externalEtcd is a Cluster registered with a workload apiserver of its own and a real TLS etcd
-// outside it, with the Secrets Cluster API names for external etcd (the etcd CA and the
-// apiserver's client certificate).
+// externalEtcd is a Cluster registered with an external etcd workload cluster (a workload
+// apiserver of its own and a real TLS etcd outside it), with the Secrets Cluster API names for
+// external etcd (the etcd CA and the apiserver's client certificate).
 type externalEtcd struct {
-	etcd     *etcdcluster.Cluster
-	workload *env.APIServer
-	ns       string
-	cluster  *clusterv1.Cluster
+	*workload.External
+	ns      string
+	cluster *clusterv1.Cluster
 }
 
 // startExternalEtcd starts the etcd of members and a workload apiserver, and registers Cluster
 // name in a new namespace; all of it is stopped when the spec ends.
 func startExternalEtcd(ctx context.Context, name string, members []etcdcluster.MemberSpec) externalEtcd {
-	etcdc, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: members})
+	x, err := workload.StartExternal(ctx, workload.ExternalOptions{Members: members})
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(etcdc.Close)
-	wl, err := env.StartAPIServer(env.APIServerOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(wl.Stop)
+	DeferCleanup(x.Close)
 	ns := createNamespace(ctx)
-	cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: name, Workload: wl.Config})
+	cluster, err := env.RegisterCluster(ctx, mgmt.Client, env.ClusterInput{Namespace: ns, Name: name, Workload: x.APIServer.Config})
 	Expect(err).NotTo(HaveOccurred())
-	kp := etcdc.ClientKeyPair()
-	createSecret(ctx, ns, external.CASecretName(cluster.Name), map[string][]byte{"tls.crt": etcdc.CA().CertPEM()})
-	createSecret(ctx, ns, external.ClientSecretName(cluster.Name), map[string][]byte{"tls.crt": kp.Cert, "tls.key": kp.Key})
-	return externalEtcd{etcd: etcdc, workload: wl, ns: ns, cluster: cluster}
-}
-
-// clientURLs are the members' client URLs, in the etcd cluster's member order.
-func clientURLs(etcdc *etcdcluster.Cluster) []string {
-	var urls []string
-	for _, m := range etcdc.Members() {
-		urls = append(urls, m.ClientURL())
+	for _, s := range x.Secrets(ns, cluster.Name) {
+		Expect(mgmt.Client.Create(ctx, s)).To(Succeed())
 	}
-	return urls
+	return externalEtcd{External: x, ns: ns, cluster: cluster}
 }
 
 // useKubeadmControlPlane creates a KubeadmControlPlane named as the Cluster (see
@@ -192,10 +177,6 @@ func createKubeadmControlPlane(ctx context.Context, ns, name string, etcdSpec ma
 		Expect(unstructured.SetNestedField(kcp.Object, etcdSpec, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd")).To(Succeed())
 	}
 	Expect(mgmt.Client.Create(ctx, kcp)).To(Succeed())
-}
-
-func createSecret(ctx context.Context, ns, name string, data map[string][]byte) {
-	Expect(mgmt.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data})).To(Succeed())
 }
 
 // deleteMachine deletes the Machine and returns the admission warnings.

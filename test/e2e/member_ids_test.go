@@ -101,13 +101,10 @@ var _ = Describe("Member IDs on a K3s control plane", func() {
 // madeUpIDs are the IDs pkg/k3s gives the cluster's members (hashes of their names), in the
 // hexadecimal the status and Events would use, each with the member it stands for.
 func madeUpIDs(ctx context.Context, c *testCluster) map[string]string {
-	cli, err := c.workload.Etcd.NewClient(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
+	members, err := c.workload.Etcd.MemberList(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	out := map[string]string{}
-	for _, m := range resp.Members {
+	for _, m := range members {
 		id := fmt.Sprintf("%x", k3s.MemberID(m.Name))
 		Expect(id).NotTo(Equal(fmt.Sprintf("%x", m.ID)), "etcd's own ID for %s", m.Name)
 		out[id] = m.Name

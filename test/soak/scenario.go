@@ -48,12 +48,13 @@ type scenario struct {
 	ns      string
 	cluster *clusterv1.Cluster
 	etcd    *etcdcluster.Cluster
-	// wl is the workload apiserver; kubeadm and k3s are the workload cluster of those backends,
-	// ec the EtcdadmCluster of the etcdadm backend.
-	wl      *env.APIServer
-	kubeadm *workload.Kubeadm
-	k3s     *workload.K3s
-	ec      *unstructured.Unstructured
+	// wl is the workload apiserver; kubeadm, k3s and external are the workload cluster of the
+	// kubeadm, k3s and etcdadm backends, ec the EtcdadmCluster of the etcdadm backend.
+	wl       *env.APIServer
+	kubeadm  *workload.Kubeadm
+	k3s      *workload.K3s
+	external *workload.External
+	ec       *unstructured.Unstructured
 
 	mu       sync.Mutex
 	machines []*machineRec

@@ -17,7 +17,6 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
-	"github.com/etcd-adapter/etcd-adapter/pkg/external"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdadm"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
@@ -198,23 +197,17 @@ func (s *scenario) startEtcdadm(ctx context.Context) error {
 	for i := range members {
 		specs = append(specs, etcdcluster.MemberSpec{NodeName: fmt.Sprintf("etcd-%d", i), IP: s.nextIP()})
 	}
-	var err error
-	if s.etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: specs}); err != nil {
+	x, err := workload.StartExternal(ctx, workload.ExternalOptions{Members: specs})
+	if err != nil {
 		return err
 	}
-	if s.wl, err = env.StartAPIServer(env.APIServerOptions{}); err != nil {
-		return err
-	}
+	s.external, s.wl, s.etcd = x, x.APIServer, x.Etcd
 	if err := s.register(ctx, false); err != nil {
 		return err
 	}
-	kp := s.etcd.ClientKeyPair()
-	for name, data := range map[string]map[string][]byte{
-		external.CASecretName(s.cluster.Name):     {"tls.crt": s.etcd.CA().CertPEM()},
-		external.ClientSecretName(s.cluster.Name): {"tls.crt": kp.Cert, "tls.key": kp.Key},
-	} {
-		if err := s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}, Data: data}); err != nil {
-			return fmt.Errorf("failed to create Secret %s: %w", name, err)
+	for _, secret := range x.Secrets(s.ns, s.cluster.Name) {
+		if err := s.c.Create(ctx, secret); err != nil {
+			return fmt.Errorf("failed to create Secret %s: %w", secret.Name, err)
 		}
 	}
 	if err := s.createEtcdadmCluster(ctx); err != nil {
@@ -364,13 +357,8 @@ func (s *scenario) close(ctx context.Context) error {
 		errs = append(errs, s.kubeadm.Close())
 	case s.k3s != nil:
 		errs = append(errs, s.k3s.Close())
-	default:
-		if s.etcd != nil {
-			errs = append(errs, s.etcd.Close())
-		}
-		if s.wl != nil {
-			errs = append(errs, s.wl.Stop())
-		}
+	case s.external != nil:
+		errs = append(errs, s.external.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -218,9 +218,10 @@ func testOptions(g Gomega) (o *Options, health, diagnostics string) {
 }
 
 func freeAddr(g Gomega) string {
-	addr, err := freeAddrErr()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
-	return addr
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
 }
 
 func statusOf(url string) (int, error) {

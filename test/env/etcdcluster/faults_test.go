@@ -62,30 +62,18 @@ func TestMember_Restart(t *testing.T) {
 func TestMember_Kill_leader(t *testing.T) {
 	g := NewWithT(t)
 	c := startCluster(t, 3)
-	leader := leaderOf(t, c)
+	leader, err := c.Leader()
+	g.Expect(err).NotTo(HaveOccurred())
 
 	g.Expect(leader.Kill()).To(Succeed())
 	g.Expect(answers(t.Context(), leader)).To(BeFalse())
 	// The survivors elect a new leader on their own: Kill did not hand leadership over. "No
 	// leader" (ID 0) is not a new leader.
-	g.Eventually(func() uint64 { return leaderOf(t, c).ID() }, 10*time.Second).
-		Should(And(Not(BeZero()), Not(Equal(leader.ID()))), "a running member other than the old leader leads")
-}
-
-// leaderOf returns the member that the running members name as leader.
-func leaderOf(t *testing.T, c *Cluster) *Member {
-	t.Helper()
-	for _, m := range c.Members() {
-		if e := m.Etcd(); e != nil {
-			lead := uint64(e.Server.Leader())
-			for _, l := range c.Members() {
-				if l.ID() == lead && l.Running() {
-					return l
-				}
-			}
-		}
-	}
-	return &Member{}
+	g.Eventually(func(g Gomega) {
+		now, err := c.Leader()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now.ID()).NotTo(Equal(leader.ID()))
+	}, 10*time.Second).Should(Succeed(), "a running member other than the old leader leads")
 }
 
 func TestMember_Wipe(t *testing.T) {
@@ -253,12 +241,9 @@ func TestCluster_AddLearner(t *testing.T) {
 
 // isLearner reports whether member id is a learner.
 func isLearner(ctx context.Context, g *WithT, c *Cluster, id uint64) bool {
-	cli, err := c.NewClient(ctx)
+	members, err := c.MemberList(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, m := range resp.Members {
+	for _, m := range members {
 		if m.ID == id {
 			return m.IsLearner
 		}

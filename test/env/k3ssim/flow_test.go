@@ -104,7 +104,7 @@ func (f *lifecycle) metadata(ctx context.Context, t *testing.T) {
 func (f *lifecycle) removeFollower(ctx context.Context, t *testing.T) {
 	g := NewWithT(t)
 	c, keys := f.c, f.c.profile.Keys
-	leader := c.leaderNode(ctx, g)
+	leader := c.leaderNode(g)
 	for _, node := range c.nodes {
 		if node != leader {
 			f.follower = node
@@ -196,7 +196,7 @@ func (f *lifecycle) rejoin(ctx context.Context, t *testing.T) {
 func (f *lifecycle) removeLeader(ctx context.Context, t *testing.T) {
 	g := NewWithT(t)
 	c, keys := f.c, f.c.profile.Keys
-	f.leader = c.leaderNode(ctx, g)
+	f.leader = c.leaderNode(g)
 	name := c.annotations(ctx, g, f.leader)[keys.NodeName]
 	moves := c.sim.LeaderMoves()
 	c.annotate(ctx, g, f.leader, keys.Remove, "true")
@@ -209,7 +209,7 @@ func (f *lifecycle) removeLeader(ctx context.Context, t *testing.T) {
 	} else {
 		g.Expect(c.sim.LeaderMoves()).To(Equal(moves))
 	}
-	g.Eventually(func() string { return c.leaderNode(ctx, g) }, waitTimeout, pollInterval).ShouldNot(Equal(f.leader))
+	g.Eventually(func(g Gomega) { g.Expect(c.leaderNode(g)).NotTo(Equal(f.leader)) }, waitTimeout, pollInterval).Should(Succeed())
 }
 
 func (f *lifecycle) deleteNode(ctx context.Context, t *testing.T) {

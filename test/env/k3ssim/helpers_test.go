@@ -118,40 +118,25 @@ func (c *k3sCluster) annotate(ctx context.Context, g Gomega, node, key, value st
 		client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
 }
 
-// members lists the etcd members by name.
+// members lists the etcd members by name (etcd's committed list).
 func (c *k3sCluster) members(ctx context.Context, g Gomega) map[string]member {
-	cli, err := c.etcd.NewClient(ctx)
-	g.Expect(err).ToNot(HaveOccurred())
-	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
+	list, err := c.etcd.MemberList(ctx)
 	g.Expect(err).ToNot(HaveOccurred())
 	out := map[string]member{}
-	for _, m := range resp.Members {
+	for _, m := range list {
 		out[m.Name] = memberFromPB(m)
 	}
 	return out
 }
 
-// leaderNode returns the Node whose member is the raft leader.
-func (c *k3sCluster) leaderNode(ctx context.Context, g Gomega) string {
-	cli, err := c.etcd.NewClient(ctx)
+// leaderNode returns the Node whose member is the raft leader. Members the simulator joined
+// are named after their Node as K3s names them, so the Node is read from the member name.
+func (c *k3sCluster) leaderNode(g Gomega) string {
+	leader, err := c.etcd.Leader()
 	g.Expect(err).ToNot(HaveOccurred())
-	defer func() { _ = cli.Close() }()
-	var leader uint64
-	for _, ep := range cli.Endpoints() {
-		if resp, err := cli.Status(ctx, ep); err == nil && resp.Leader != 0 {
-			leader = resp.Leader
-			break
-		}
-	}
-	g.Expect(leader).ToNot(BeZero(), "no etcd leader")
-	for name, m := range c.members(ctx, g) {
-		if m.ID == leader {
-			return memberNamePattern.FindStringSubmatch(name)[1]
-		}
-	}
-	g.Expect(false).To(BeTrue(), "leader %x is not in the member list", leader)
-	return ""
+	node := memberNamePattern.FindStringSubmatch(leader.Name())
+	g.Expect(node).ToNot(BeNil(), "leader %s is not named as K3s names members", leader.Name())
+	return node[1]
 }
 
 // voterCondition returns a Node's EtcdIsVoter condition, or nil.
@@ -219,7 +204,7 @@ func (c *k3sCluster) follower(ctx context.Context, g Gomega) string {
 
 // followers returns the Nodes whose members do not lead, in the order of c.nodes.
 func (c *k3sCluster) followers(ctx context.Context, g Gomega) []string {
-	leader := c.leaderNode(ctx, g)
+	leader := c.leaderNode(g)
 	var out []string
 	for _, n := range c.nodes {
 		if n != leader {
@@ -232,7 +217,7 @@ func (c *k3sCluster) followers(ctx context.Context, g Gomega) []string {
 // moveLeader moves etcd leadership to the member on node, through the current leader.
 func (c *k3sCluster) moveLeader(ctx context.Context, g Gomega, node string) {
 	g.Eventually(func(g Gomega) {
-		leader := c.leaderNode(ctx, g)
+		leader := c.leaderNode(g)
 		if leader == node {
 			return
 		}
@@ -241,6 +226,6 @@ func (c *k3sCluster) moveLeader(ctx context.Context, g Gomega, node string) {
 		defer func() { _ = cli.Close() }()
 		_, err = cli.MoveLeader(ctx, c.etcd.MemberOnNode(node).ID())
 		g.Expect(err).ToNot(HaveOccurred())
-		g.Expect(c.leaderNode(ctx, g)).To(Equal(node))
+		g.Expect(c.leaderNode(g)).To(Equal(node))
 	}, waitTimeout, pollInterval).Should(Succeed())
 }

@@ -32,7 +32,7 @@ func TestSimulator_rejectionNotEnoughStartedMembers(t *testing.T) {
 			}, waitTimeout, pollInterval).Should(Succeed())
 
 			follower := c.nodes[0]
-			if follower == c.leaderNode(ctx, g) {
+			if follower == c.leaderNode(g) {
 				follower = c.nodes[1]
 			}
 			name := c.annotations(ctx, g, follower)[keys.NodeName]

@@ -105,7 +105,7 @@ func TestSimulator_unhealthyClusterRefusal(t *testing.T) {
 	c := startK3sCluster(ctx, t, "v1.34.2+k3s1", "unhealthy", 3)
 	c.waitReady(ctx, g)
 	keys := c.profile.Keys
-	leader := c.leaderNode(ctx, g)
+	leader := c.leaderNode(g)
 	var down, target string
 	for _, n := range c.nodes {
 		switch {

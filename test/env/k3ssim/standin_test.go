@@ -33,7 +33,7 @@ func TestStandInKubelets(t *testing.T) {
 	c := startK3sCluster(ctx, t, version, prefix, 2, func(o *Options) { o.Kubelet = standIns })
 	c.waitReady(ctx, g)
 	follower := c.nodes[0]
-	if follower == c.leaderNode(ctx, g) {
+	if follower == c.leaderNode(g) {
 		follower = c.nodes[1]
 	}
 	g.Expect(c.readyStatus(ctx, g, follower)).To(Equal(corev1.ConditionTrue))

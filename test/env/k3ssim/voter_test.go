@@ -36,7 +36,7 @@ func TestSimulator_etcdIsVoter(t *testing.T) {
 			}}}
 			g.Expect(c.client.Create(ctx, ghost)).To(Succeed())
 
-			leader := c.leaderNode(ctx, g)
+			leader := c.leaderNode(g)
 			stopped := c.nodes[0]
 			if stopped == leader {
 				stopped = c.nodes[1]
