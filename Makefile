@@ -59,15 +59,16 @@ bench-hooks: envtest-assets ## Pre-terminate hook latency per backend (median, p
 # reproducible scenarios on every
 # backend until SOAK_DURATION passed (or SOAK_SCENARIOS were played), judged from etcd itself. The
 # seed is printed; SOAK_SEED replays it. SOAK_BACKENDS (kubeadm,k3s,etcdadm) and SOAK_EVENTS (per
-# scenario, default 6) narrow or lengthen it.
+# scenario, default 6) narrow or lengthen it; the manager replicas' logs go to SOAK_LOGDIR.
 SOAK_DURATION ?= 10m
 SOAK_SEED ?=
 SOAK_SCENARIOS ?=
 SOAK_BACKENDS ?=
 SOAK_EVENTS ?=
+SOAK_LOGDIR ?=
 .PHONY: soak
 soak: envtest-assets ## Seeded soak of joins, deletions, remediations, scale-downs, member stops and manager kills (SOAK_DURATION, SOAK_SEED).
-	SOAK_DURATION="$(SOAK_DURATION)" SOAK_SEED="$(SOAK_SEED)" SOAK_SCENARIOS="$(SOAK_SCENARIOS)" SOAK_BACKENDS="$(SOAK_BACKENDS)" SOAK_EVENTS="$(SOAK_EVENTS)" \
+	SOAK_DURATION="$(SOAK_DURATION)" SOAK_SEED="$(SOAK_SEED)" SOAK_SCENARIOS="$(SOAK_SCENARIOS)" SOAK_BACKENDS="$(SOAK_BACKENDS)" SOAK_EVENTS="$(SOAK_EVENTS)" SOAK_LOGDIR="$(SOAK_LOGDIR)" \
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test -tags soak ./test/soak -run '^TestSoak$$' -count=1 -v -timeout 24h
 
 # The demo builds the test binaries itself (with progress) when they are missing, so it needs
