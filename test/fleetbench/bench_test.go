@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/managerproc"
 )
 
 const (
@@ -89,7 +90,7 @@ func BenchmarkFleet(b *testing.B) {
 }
 
 // runFleet measures one backend's fleet with a manager of its own.
-func runFleet(ctx context.Context, mgmt *env.Management, bin, dir string, backend v1alpha1.Backend, share int, sizes, workers []int, window time.Duration) (err error) {
+func runFleet(ctx context.Context, mgmt *env.Management, bin managerproc.Binary, dir string, backend v1alpha1.Backend, share int, sizes, workers []int, window time.Duration) (err error) {
 	f := &fleet{mgmt: mgmt, ns: "fleet-" + string(backend) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), backend: backend, share: share}
 	if err := f.mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
 		return err

@@ -34,7 +34,7 @@ func machineCPU() (busy, total int64, err error) {
 
 // cpuTicks is the process's user plus system CPU time in clock ticks.
 func (p *managerProcess) cpuTicks() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	if err != nil {
 		return 0, fmt.Errorf("failed to read the manager's CPU time: %w", err)
 	}
@@ -43,14 +43,14 @@ func (p *managerProcess) cpuTicks() (int64, error) {
 	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
 	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("failed to parse /proc/%d/stat: %w", p.cmd.Process.Pid, err)
+		return 0, fmt.Errorf("failed to parse /proc/%d/stat: %w", p.Pid(), err)
 	}
 	return utime + stime, nil
 }
 
 // rssMiB is the process's resident memory.
 func (p *managerProcess) rssMiB() (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0, fmt.Errorf("failed to read the manager's memory: %w", err)
 	}
@@ -63,7 +63,7 @@ func (p *managerProcess) rssMiB() (float64, error) {
 			return kb / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.Pid())
 }
 
 // sample reads the process's resident memory and open file descriptors from /proc, and its Go
@@ -74,7 +74,7 @@ func (p *managerProcess) sample() (sample, error) {
 	if s.rssMiB, err = p.rssMiB(); err != nil {
 		return s, err
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.Pid()))
 	if err != nil {
 		return s, fmt.Errorf("failed to list the manager's file descriptors: %w", err)
 	}
@@ -84,7 +84,7 @@ func (p *managerProcess) sample() (sample, error) {
 	if _, err := body("http://" + p.profiler + "/debug/pprof/heap?gc=1"); err != nil {
 		return s, fmt.Errorf("failed to collect the manager's garbage: %w", err)
 	}
-	text, err := body("http://" + p.diagnostics + "/metrics")
+	text, err := body("http://" + p.Diagnostics + "/metrics")
 	if err != nil {
 		return s, fmt.Errorf("failed to read the manager's metrics: %w", err)
 	}

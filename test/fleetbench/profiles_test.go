@@ -52,7 +52,7 @@ func (f *fleet) saveMetrics(proc *managerProcess) error {
 	if dir == "" {
 		return nil
 	}
-	text, err := body("http://" + proc.diagnostics + "/metrics")
+	text, err := body("http://" + proc.Diagnostics + "/metrics")
 	if err != nil {
 		return err
 	}

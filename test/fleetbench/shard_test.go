@@ -10,13 +10,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env/managerproc"
 )
 
 // shard labels the fleet's Clusters into two shards, runs one manager per shard
 // (--watch-filter=a and =b), and shows they share the fleet without touching each other's
 // Clusters: after a status change on every Cluster, each ControlPlaneEtcd was written by its
 // shard's manager and never by the other.
-func (f *fleet) shard(ctx context.Context, bin, dir string, window time.Duration) error {
+func (f *fleet) shard(ctx context.Context, bin managerproc.Binary, dir string, window time.Duration) error {
 	shardOf := func(i int) string { return string(rune('a' + i%2)) }
 	for i := range f.n {
 		c := &clusterv1.Cluster{}

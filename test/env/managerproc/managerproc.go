@@ -57,9 +57,19 @@ type Process struct {
 	Diagnostics, Log string
 }
 
-// Start runs the binary with webhooks off, plain-HTTP diagnostics on a free port and args, its
-// output in logPath, and waits until it reports ready. It ends with this process (parentdeath).
-func (b Binary) Start(ctx context.Context, logPath string, args ...string) (*Process, error) {
+// Options shape one manager process.
+type Options struct {
+	// Log is the file the process's output goes to.
+	Log string
+	// Args are flags after the ones Start sets (a later flag overrides an earlier one).
+	Args []string
+	// Env are variables for this process alone (GOMEMLIMIT, GODEBUG), added to this process's.
+	Env []string
+}
+
+// Start runs the binary with webhooks off, no profiler, plain-HTTP diagnostics on a free port and
+// o.Args, and waits until it reports ready. It ends with this process (parentdeath).
+func (b Binary) Start(ctx context.Context, o Options) (*Process, error) {
 	health, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -68,19 +78,20 @@ func (b Binary) Start(ctx context.Context, logPath string, args ...string) (*Pro
 	if err != nil {
 		return nil, err
 	}
-	log, err := os.Create(logPath)
+	log, err := os.Create(o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the manager log: %w", err)
 	}
 	defer func() { _ = log.Close() }()
 	cmd := exec.Command(b.Path, append([]string{"--kubeconfig=" + b.Kubeconfig, "--enable-webhooks=false",
-		"--health-addr=" + health, "--insecure-diagnostics", "--diagnostics-address=" + diag, "--profiler-address="}, args...)...)
+		"--health-addr=" + health, "--insecure-diagnostics", "--diagnostics-address=" + diag, "--profiler-address="}, o.Args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), o.Env...)
 	parentdeath.Set(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start the manager: %w", err)
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{}), Diagnostics: diag, Log: logPath}
+	p := &Process{cmd: cmd, done: make(chan struct{}), Diagnostics: diag, Log: o.Log}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		select {
@@ -88,7 +99,7 @@ func (b Binary) Start(ctx context.Context, logPath string, args ...string) (*Pro
 			return false, fmt.Errorf("the manager exited: %v", p.err)
 		default:
 		}
-		resp, err := http.Get("http://" + health + "/readyz")
+		resp, err := http.Get("http://" + health + "/readyz") //nolint:noctx // a local probe
 		if err != nil {
 			return false, nil
 		}
@@ -96,9 +107,29 @@ func (b Binary) Start(ctx context.Context, logPath string, args ...string) (*Pro
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("the manager did not become ready (log in %s): %w", logPath, err), p.Kill())
+		return nil, errors.Join(fmt.Errorf("the manager did not become ready (log in %s): %w", o.Log, err), p.Kill())
 	}
 	return p, nil
+}
+
+// Pid is the process ID, for /proc.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stop sends SIGTERM and waits for the graceful shutdown; after a minute it kills the process.
+func (p *Process) Stop() error {
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("failed to stop the manager: %w", err)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("the manager exited with an error: %w", p.err)
+		}
+		return nil
+	case <-time.After(time.Minute):
+		_ = p.cmd.Process.Kill()
+		return errors.New("the manager did not stop within a minute of SIGTERM")
+	}
 }
 
 // Kill sends SIGKILL and waits for the process to end; it is safe to call twice.
@@ -122,7 +153,7 @@ func (p *Process) Kill() error {
 // Elected reports whether the process leads the Lease named id, from controller-runtime's
 // leader_election_master_status gauge on its /metrics.
 func (p *Process) Elected(id string) bool {
-	resp, err := http.Get("http://" + p.Diagnostics + "/metrics")
+	resp, err := http.Get("http://" + p.Diagnostics + "/metrics") //nolint:noctx // a local scrape
 	if err != nil {
 		return false
 	}
