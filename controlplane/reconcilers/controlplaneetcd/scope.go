@@ -225,6 +225,12 @@ func (s *scope) machineOnNode(node string) *clusterv1.Machine {
 	return nil
 }
 
+// setProgressing says a membership change is under way or waits, for a phase outside the removal
+// flow of the deleting Machines (whose steps return their outcome instead).
+func (s *scope) setProgressing(reason, msg string) {
+	s.progressing = progressingTrue(reason, msg)
+}
+
 // wantRequeue records that a phase wants to be back within d.
 func (s *scope) wantRequeue(d time.Duration) {
 	if s.requeueAfter == 0 || d < s.requeueAfter {
