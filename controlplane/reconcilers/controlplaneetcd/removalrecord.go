@@ -19,7 +19,8 @@ import (
 // removalRecord is status.removal, the one member removal a ControlPlaneEtcd follows at a time,
 // read through this pass's observation: which Machine and member it is about, and whether it is
 // still in flight. The removal flow opens it (openRemoval) right before it asks for a removal and
-// closes it (closeRemoval) with the result; persistRemoval writes each change.
+// closes it (closeRemoval) with the result, or a retry clears it (clearRemoval); persistRemoval
+// writes each change.
 type removalRecord struct {
 	// status is status.removal; nil when no removal is recorded.
 	status *v1alpha1.MemberRemovalStatus
@@ -106,6 +107,11 @@ func (s *scope) closeRemoval(rec v1alpha1.MemberRemovalStatus, res v1alpha1.Remo
 	s.cpe.Status.Removal = &rec
 }
 
+// clearRemoval takes status.removal away, so that the Machine's next removal starts anew (a retry).
+func (s *scope) clearRemoval() {
+	s.cpe.Status.Removal = nil
+}
+
 // recordedMember returns the member a removal record is about, as the backends take it: the
 // record names it as etcd.Member.String does (its name, or its ID for a member that never
 // started). A backend whose IDs are not etcd's (synthetic, K3s) identifies the member by its name
@@ -142,14 +148,14 @@ func dropSyntheticMemberID(s *scope) {
 // persistRemoval writes status.removal now when it differs from what is stored, instead of only
 // with the patch at the end of the pass.
 //
-// Important! This is a write-ahead, and the removal flow calls it right before each call it
-// cannot take back: before the backend is asked to remove a member (removeMember), before a hook
-// is released (release), and before a stopped record is cleared for a retry is acted on
-// (restartRemoval). A manager that stops between the write and the call finds the record as it
-// must be to carry on; were the record left to the patch at the end of the pass, a stop after the
-// call would lose it (a removal asked with no record of it, or a Machine gone with its record left
-// InProgress). The patch at the end of the pass writes the same value again, which changes
-// nothing.
+// Important! This is a write-ahead, kept for crash safety: the removal flow calls it right before
+// each step it cannot take back, so that a manager that stops right after the step finds the
+// record as it must be to carry on. Before the backend is asked to remove a member (removeMember;
+// else a removal is asked with no record of it, and the member's absence would be taken for
+// proof), before a hook is released (release; else the Machine goes with its record left
+// InProgress), and before the retry annotation is taken off (restartRemoval clears the stopped
+// record; the annotation goes in a later pass). The patch at the end of the pass writes the same
+// value again, which changes nothing.
 func (r *Reconciler) persistRemoval(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(s.cpe.Status.Removal, s.storedRemoval) {
 		return nil
