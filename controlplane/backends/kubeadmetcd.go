@@ -1,12 +1,9 @@
 package backends
 
 import (
-	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
@@ -52,31 +49,4 @@ func KubeadmEtcdOf(obj *unstructured.Unstructured) (KubeadmEtcd, error) {
 			etcd.ErrInvalidInput, client.ObjectKeyFromObject(obj))
 	}
 	return KubeadmEtcd{External: true, Endpoints: endpoints}, nil
-}
-
-// ReadControlPlane reads the Cluster's control-plane object (spec.controlPlaneRef) as
-// unstructured, in the version mapper prefers, so any version of the kind serves. It returns nil
-// and no error when the Cluster references none, when the kind is not installed, or when the
-// object does not exist (yet); a failed read is an error wrapping etcd.ErrUnreachable.
-func ReadControlPlane(ctx context.Context, c client.Reader, mapper meta.RESTMapper, cluster *clusterv1.Cluster) (*unstructured.Unstructured, error) {
-	ref := cluster.Spec.ControlPlaneRef
-	if !ref.IsDefined() {
-		return nil, nil
-	}
-	mapping, err := mapper.RESTMapping(ref.GroupKind())
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: failed to map control-plane kind %s: %w", etcd.ErrUnreachable, ref.GroupKind(), err)
-	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := c.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, obj); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: failed to get %s %s of Cluster %s: %w", etcd.ErrUnreachable, ref.Kind, ref.Name, cluster.Name, err)
-	}
-	return obj, nil
 }

@@ -22,45 +22,43 @@ import (
 //     its hook may be released on);
 //   - a removal in progress, unless it is parked (parkedRemoval), which m's removal may go
 //     beside when safe in every outcome (projectBesideParked).
-func (r *Reconciler) besideOtherRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (step, bool) {
-	other := s.cpe.Status.Removal
-	if other == nil || other.MachineName == m.Name {
-		return stepActed, false
+func (r *Reconciler) besideOtherRemoval(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (outcome, bool) {
+	record := s.removal()
+	other := record.status
+	if other == nil || record.isFor(m) {
+		return outcome{}, false
 	}
 	if stopped(other.Result) && s.recordStillNeeded(other) {
-		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf(
-			"Machine %s waits: status.removal keeps the stopped removal of etcd member %s of Machine %s until a person retries or releases it", m.Name, other.Member, other.MachineName))
-		return stepWaiting, true
+		return waiting(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf(
+			"Machine %s waits: status.removal keeps the stopped removal of etcd member %s of Machine %s until a person retries or releases it", m.Name, other.Member, other.MachineName)), true
 	}
-	if s.removalUnderWay() == nil {
-		return stepActed, false
+	if !record.inFlight() {
+		return outcome{}, false
 	}
-	parked, ok := s.parkedRemoval(other)
+	parked, ok := s.parkedRemoval(record)
 	if !ok {
-		s.setProgressing(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for the removal of etcd member %s of Machine %s to finish", m.Name, other.Member, other.MachineName))
-		return stepWaiting, true
+		return waiting(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for the removal of etcd member %s of Machine %s to finish", m.Name, other.Member, other.MachineName)), true
 	}
 	if v := projectBesideParked(etcd.AssessMembers(s.snapshot, s.now), parked, target); !v.Allowed {
-		r.setBlocked(s, m, fmt.Sprintf("Removing etcd member %s of Machine %s is not safe now: the removal of etcd member %s of Machine %s was asked and etcd may still apply it (%s): %s",
-			target, m.Name, other.Member, other.MachineName, v.Reason, v.Message))
-		return stepWaiting, true
+		return r.blocked(s, m, fmt.Sprintf("Removing etcd member %s of Machine %s is not safe now: the removal of etcd member %s of Machine %s was asked and etcd may still apply it (%s): %s",
+			target, m.Name, other.Member, other.MachineName, v.Reason, v.Message)), true
 	}
 	ctrl.LoggerFrom(ctx).Info("Removing a member beside a parked removal: safe whether or not etcd applies the parked one",
 		"parkedMachine", other.MachineName, "parkedMember", other.Member)
-	return stepActed, false
+	return outcome{}, false
 }
 
-// parkedRemoval returns the member of rec, a removal in progress, when it is parked: the member is
+// parkedRemoval returns the member of record, a removal in progress, when it is parked: the member is
 // still in this pass's observation and the quorum projection refuses its removal now, so no pass
 // asks for it again until that changes. Not for a backend whose member IDs are not etcd's (K3s):
 // there the record is what the release is proven by (confirmRemoval), so it is never replaced
 // while in progress.
-func (s *scope) parkedRemoval(rec *v1alpha1.MemberRemovalStatus) (etcd.Member, bool) {
+func (s *scope) parkedRemoval(record removalRecord) (etcd.Member, bool) {
 	if s.snapshot.SyntheticMemberIDs {
 		return etcd.Member{}, false
 	}
 	for _, mb := range s.snapshot.Members {
-		if s.recordIsOf(rec, mb) {
+		if record.isOf(mb) {
 			return mb, !etcd.CanRemoveMember(s.snapshot, s.now, mb).Allowed
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds,verbs=get;list;watch;create;patch
@@ -36,6 +38,15 @@ import (
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=*,verbs=list;watch
 // +kubebuilder:rbac:groups=etcdcluster.cluster.x-k8s.io,resources=etcdadmclusters,verbs=list;watch
 
+// backendsFor hands out the etcd.Cluster of a Cluster and closes the one of a Cluster that is gone;
+// backends.Registry is the one in use.
+type backendsFor interface {
+	For(ctx context.Context, cluster *clusterv1.Cluster, backend v1alpha1.Backend) (etcd.Cluster, error)
+	Forget(uid types.UID) error
+}
+
+var _ backendsFor = &backends.Registry{}
+
 // Reconciler reconciles ControlPlaneEtcd objects.
 type Reconciler struct {
 	// Client is the manager's (cached) client of the management cluster.
@@ -46,8 +57,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// ClusterCache reaches the workload clusters.
 	ClusterCache clustercache.ClusterCache
-	// Backends hands out each Cluster's etcd.Cluster.
-	Backends *backends.Registry
+	// Backends hands out each Cluster's etcd.Cluster (a *backends.Registry).
+	Backends backendsFor
 	// ConnectionLost, when set, enqueues the ControlPlaneEtcds of the Clusters it is notified
 	// of (wire its Notify to Backends.ConnectionLost); nil: a lost member connection shows at
 	// the next periodic observation.

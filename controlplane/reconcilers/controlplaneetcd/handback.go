@@ -27,9 +27,10 @@ func (r *Reconciler) handBackMachines(ctx context.Context, s *scope) (ctrl.Resul
 		}
 		log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
 		ctx := ctrl.LoggerInto(ctx, log)
-		if !m.DeletionTimestamp.IsZero() && s.removalInFlight(m) != nil {
-			st, err := r.reconcileDeletingMachine(ctx, s, m)
-			if err != nil || st != stepReleased {
+		if !m.DeletionTimestamp.IsZero() && s.removal().inFlightFor(m) != nil {
+			o, err := r.reconcileDeletingMachine(ctx, s, m)
+			s.apply(o)
+			if err != nil || o.step != stepReleased {
 				return s.requeue(), err
 			}
 			continue

@@ -9,9 +9,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/version"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 )
 
 // Control-plane providers put an etcd hook of their own on their Machines, and some of them
@@ -97,16 +97,9 @@ func (r *Reconciler) controlPlaneFactsFor(ctx context.Context, cluster *clusterv
 	if ref.Kind != kubeadmControlPlaneKind || !anyDeletingWith(machines, v1alpha1.KCPHookAnnotation) {
 		return facts
 	}
-	log := ctrl.LoggerFrom(ctx)
-	mapping, err := r.Client.RESTMapper().RESTMapping(ref.GroupKind())
-	if err != nil {
-		log.V(2).Info("Control-plane kind is not installed; waiting for its hook", "kind", ref.Kind, "err", err.Error())
-		return facts
-	}
 	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, obj); err != nil {
-		log.V(2).Info("Failed to read the control plane's spec.version; waiting for its hook", "kind", ref.Kind, "name", ref.Name, "err", err.Error())
+	if found, err := backends.GetControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster, obj); err != nil || !found {
+		ctrl.LoggerFrom(ctx).V(2).Info("Failed to read the control plane's spec.version; waiting for its hook", "kind", ref.Kind, "name", ref.Name, "found", found, "err", err)
 		return facts
 	}
 	facts.Version, _, _ = unstructured.NestedString(obj.Object, "spec", "version")

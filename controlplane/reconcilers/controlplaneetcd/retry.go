@@ -148,7 +148,7 @@ func (r *Reconciler) restartRemoval(ctx context.Context, s *scope, m *clusterv1.
 			}
 		}
 	}
-	s.cpe.Status.Removal = nil
+	s.clearRemoval()
 	if err := r.persistRemoval(ctx, s); err != nil {
 		return err
 	}

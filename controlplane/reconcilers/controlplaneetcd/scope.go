@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
@@ -141,22 +140,10 @@ const kthreesControlPlaneKind = "KThreesControlPlane"
 // controlPlane reads the metadata of the Cluster's control-plane object; nil when the Cluster
 // has none, or its kind is not installed, or it is gone.
 func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluster) (*metav1.PartialObjectMetadata, error) {
-	ref := cluster.Spec.ControlPlaneRef
-	if !ref.IsDefined() {
-		return nil, nil
-	}
-	mapping, err := r.Client.RESTMapper().RESTMapping(ref.GroupKind())
-	if err != nil {
-		ctrl.LoggerFrom(ctx).V(4).Info("Control-plane kind is not installed", "kind", ref.Kind, "err", err.Error())
-		return nil, nil
-	}
 	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, obj); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to get %s %s of Cluster %s: %w", ref.Kind, ref.Name, cluster.Name, err)
+	found, err := backends.GetControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster, obj)
+	if err != nil || !found {
+		return nil, err
 	}
 	return obj, nil
 }
@@ -223,6 +210,12 @@ func (s *scope) machineOnNode(node string) *clusterv1.Machine {
 		}
 	}
 	return nil
+}
+
+// setProgressing says a membership change is under way or waits, for a phase outside the removal
+// flow of the deleting Machines (whose steps return their outcome instead).
+func (s *scope) setProgressing(reason, msg string) {
+	s.progressing = progressingTrue(reason, msg)
 }
 
 // wantRequeue records that a phase wants to be back within d.

@@ -30,4 +30,8 @@
 // let through with a warning is also a Warning Event, with a v1alpha1 reason and the client's
 // message, on the Machine and on the ControlPlaneEtcd (none for a dry run, which is also never
 // counted as a deletion under way).
+//
+// guard.go is the webhook (setup, decoding, the answer and its Events); exemptions.go says which
+// deletions go through unchecked; turn.go decides one deletion of a Cluster at a time and writes
+// its admission (record.go is the Lease); projection.go asks the quorum projection.
 package quorumguard

@@ -20,6 +20,12 @@ import (
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
+// admittedTTL is how long the guard counts a deletion it admitted as under way while the
+// apiserver does not show the Machine deleting yet. The apiserver writes a deletion only after
+// every validating webhook answered, and a webhook's timeoutSeconds is at most 30; a deletion not
+// seen after that was refused by another webhook or failed, and is forgotten.
+const admittedTTL = 40 * time.Second
+
 // admissionRecord is what the apiserver holds of the deletions the guard admitted for one
 // Cluster: a Lease (v1alpha1.QuorumGuardLeaseSuffix) whose AdmittedDeletionsAnnotation lists
 // them. Every replica of the guard reads it before deciding and writes its admission back with
