@@ -11,9 +11,10 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
-// RemovalRecorder records member removals as ControlPlaneEtcd status updates show them end. It
-// is a manager Runnable that runs on the elected leader only, so a removal is counted once
-// however many replicas run.
+// RemovalRecorder records member removals as ControlPlaneEtcd status updates show them end, and
+// forgets a Cluster's series (ForgetCluster) when its ControlPlaneEtcd is deleted. It is a
+// manager Runnable that runs on the elected leader only, so a removal is counted once however
+// many replicas run; the leader is also the replica whose controllers observe etcd.
 type RemovalRecorder struct {
 	// Informers is the manager's cache.
 	Informers cache.Informers
@@ -36,6 +37,14 @@ func (r *RemovalRecorder) Start(ctx context.Context) error {
 			before, _ := oldObj.(*v1alpha1.ControlPlaneEtcd)
 			after, _ := newObj.(*v1alpha1.ControlPlaneEtcd)
 			RecordRemovalEnded(before, after)
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if cpe, ok := obj.(*v1alpha1.ControlPlaneEtcd); ok {
+				ForgetCluster(cpe.Namespace, cpe.Spec.ClusterName)
+			}
 		},
 	})
 	if err != nil {

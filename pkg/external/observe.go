@@ -25,7 +25,8 @@ type answer struct {
 	err      error // set when the endpoint did not answer at all
 
 	selfID, clusterID, leaderID, raftTerm uint64
-	members                               []etcd.Member // nil when not reported
+	status                                *etcd.MemberStatus // what Status said; nil when it did not answer
+	members                               []etcd.Member      // nil when not reported
 	alarms                                []etcd.ActiveAlarm
 	errors                                []string
 	// removed says why the member that answered is not a member any more: it was not asked
@@ -220,6 +221,7 @@ func (b *Backend) ask(ctx context.Context, ep string, creds *credentials) (a ans
 	}
 	a.selfID, a.clusterID = st.Header.GetMemberId(), st.Header.GetClusterId()
 	a.leaderID, a.raftTerm = st.Leader, st.RaftTerm
+	a.status = &etcd.MemberStatus{DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse, DBSizeQuota: st.DbSizeQuota, RaftTerm: st.RaftTerm, RaftAppliedIndex: st.RaftAppliedIndex}
 	errs, alarms := splitStatusErrors(st.Errors)
 	a.errors = append(a.errors, etcd.SanitizeTexts(errs, etcd.MaxErrorsPerMember, etcd.MaxTextBytes)...)
 	a.alarms = alarms[:min(len(alarms), etcd.MaxErrorsPerMember)]
@@ -444,7 +446,10 @@ func snapshot(o *observation, members []etcd.Member, now time.Time) *etcd.Snapsh
 		}
 		if a, ok := o.self(m.ID); ok {
 			used[a.endpoint] = true
-			s.Evidence = append(s.Evidence, answered(ev, a))
+			ev = answered(ev, a)
+			// Only the member's own answer speaks for its database and raft log.
+			ev.Status = a.status
+			s.Evidence = append(s.Evidence, ev)
 			continue
 		}
 		var errs []string

@@ -30,6 +30,7 @@ type answer struct {
 	clusterID uint64
 	leaderID  uint64
 	raftTerm  uint64
+	status    *etcd.MemberStatus // what Status said; nil when it did not answer
 	isLearner bool
 	members   []etcd.Member // nil when not reported (learners, errors)
 	alarms    []memberAlarm
@@ -238,6 +239,7 @@ func toAnswer(node string, st *clientv3.StatusResponse, ml *clientv3.MemberListR
 	if st != nil {
 		a.selfID, a.clusterID, a.leaderID, a.isLearner = st.Header.GetMemberId(), st.Header.GetClusterId(), st.Leader, st.IsLearner
 		a.raftTerm = st.RaftTerm
+		a.status = &etcd.MemberStatus{DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse, DBSizeQuota: st.DbSizeQuota, RaftTerm: st.RaftTerm, RaftAppliedIndex: st.RaftAppliedIndex}
 		a.errors, a.alarms = splitStatusErrors(st.Errors)
 		a.errors = etcd.SanitizeTexts(a.errors, etcd.MaxErrorsPerMember, etcd.MaxTextBytes)
 		a.alarms = a.alarms[:min(len(a.alarms), etcd.MaxErrorsPerMember)]

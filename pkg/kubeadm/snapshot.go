@@ -84,6 +84,9 @@ func (v view) evidence(a answer, id uint64) etcd.MemberEvidence {
 			a.node, a.selfID, a.clusterID, v.clusterID))
 	} else if id != a.selfID {
 		ev.Errors = append(ev.Errors, fmt.Sprintf("etcd on Node %s answers as member %x, which is not in the member list", a.node, a.selfID))
+	} else {
+		// Only the member's own answer speaks for its database and raft log.
+		ev.Status = a.status
 	}
 	return ev
 }
