@@ -138,6 +138,11 @@ lint: ## gofmt, go vet, golangci-lint (installed from the Go module proxy when i
 	@if $(MAKE) -s $(GOLANGCI_LINT) >/dev/null 2>&1; then $(GOLANGCI_LINT) run ./...; \
 	else echo "golangci-lint $(GOLANGCI_LINT_VERSION) did not install from the Go module proxy; gofmt and go vet ran"; fi
 
+# The Prometheus Operator's PrometheusRule, written from the plain rule file (the one source).
+.PHONY: generate-alerts
+generate-alerts: ## Write config/prometheus/alerts.yaml from config/prometheus/rules/etcd-adapter.rules.yaml.
+	$(GO) run ./hack/prometheusrule
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy, CRDs and RBAC from controller-gen markers.
 	@if grep -rlq '+kubebuilder:object:root' api; then \

@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
@@ -65,11 +64,6 @@ var (
 
 // memberVecs are every per-member vector, for deleting a member's series.
 var memberVecs = []*prometheus.GaugeVec{memberDBSize, memberDBSizeInUse, memberDBSizeQuota, memberIsLeader, memberRaftTerm, memberAppliedIndexLag, memberLastObserved}
-
-func init() {
-	ctrlmetrics.Registry.MustRegister(memberDBSize, memberDBSizeInUse, memberDBSizeQuota, memberIsLeader,
-		memberRaftTerm, memberAppliedIndexLag, memberAlarm, memberLastObserved, leaderChanges, clusterRemovals)
-}
 
 // clusterKey names a Cluster in the series' labels.
 type clusterKey struct{ namespace, cluster string }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
@@ -117,4 +119,19 @@ func TestClusterRemovalsForgotten(t *testing.T) {
 	g.Expect(testutil.ToFloat64(clusterRemovals.WithLabelValues("ns-rm", "c-rm", "Removed"))).To(Equal(1.0))
 	ForgetCluster("ns-rm", "c-rm")
 	g.Expect(gather(t, clusterRemovals, "ns-rm", "c-rm")).To(BeEmpty())
+}
+
+// TestSeriesNames: the names come from the registered collectors, histograms as Prometheus
+// stores them, and every one is in controller-runtime's registry once recorded.
+func TestSeriesNames(t *testing.T) {
+	g := NewWithT(t)
+	names := SeriesNames()
+	g.Expect(names).To(ContainElements("etcdadapter_member_db_size_bytes", "etcdadapter_hooks_blocking",
+		"etcdadapter_observation_duration_seconds_bucket", "etcdadapter_cluster_member_removals_total", "etcdadapter_leader_changes_total"))
+	g.Expect(names).NotTo(ContainElement("etcdadapter_observation_duration_seconds"))
+	for _, c := range registered {
+		var already prometheus.AlreadyRegisteredError
+		g.Expect(errors.As(ctrlmetrics.Registry.Register(c), &already)).To(BeTrue(),
+			"every collector SeriesNames reads is registered in the manager's registry")
+	}
 }
