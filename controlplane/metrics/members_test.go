@@ -9,8 +9,11 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -133,5 +136,28 @@ func TestSeriesNames(t *testing.T) {
 		var already prometheus.AlreadyRegisteredError
 		g.Expect(errors.As(ctrlmetrics.Registry.Register(c), &already)).To(BeTrue(),
 			"every collector SeriesNames reads is registered in the manager's registry")
+	}
+}
+
+// TestForgetDeleted: a deleted ControlPlaneEtcd, seen as such or as the informer's tombstone,
+// takes its Cluster's series with it (the Cluster is named by spec.clusterName, as the series).
+func TestForgetDeleted(t *testing.T) {
+	for name, wrap := range map[string]func(*v1alpha1.ControlPlaneEtcd) any{
+		"deleted": func(c *v1alpha1.ControlPlaneEtcd) any { return c },
+		"tombstone": func(c *v1alpha1.ControlPlaneEtcd) any {
+			return toolscache.DeletedFinalStateUnknown{Key: "ns-fd/x", Obj: c}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			RecordSnapshot("ns-fd", "c-fd", snapshotOf("a", "b"))
+			g.Expect(gather(t, memberDBSize, "ns-fd", "c-fd")).To(HaveLen(2))
+			forgetDeleted(wrap(&v1alpha1.ControlPlaneEtcd{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns-fd", Name: "x"},
+				Spec:       v1alpha1.ControlPlaneEtcdSpec{ClusterName: "c-fd"},
+			}))
+			g.Expect(gather(t, memberDBSize, "ns-fd", "c-fd")).To(BeEmpty())
+			g.Expect(gather(t, leaderChanges, "ns-fd", "c-fd")).To(BeEmpty())
+		})
 	}
 }

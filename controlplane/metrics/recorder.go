@@ -38,14 +38,7 @@ func (r *RemovalRecorder) Start(ctx context.Context) error {
 			after, _ := newObj.(*v1alpha1.ControlPlaneEtcd)
 			RecordRemovalEnded(before, after)
 		},
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if cpe, ok := obj.(*v1alpha1.ControlPlaneEtcd); ok {
-				ForgetCluster(cpe.Namespace, cpe.Spec.ClusterName)
-			}
-		},
+		DeleteFunc: forgetDeleted,
 	})
 	if err != nil {
 		return fmt.Errorf("failed to watch ControlPlaneEtcd updates: %w", err)
@@ -55,4 +48,15 @@ func (r *RemovalRecorder) Start(ctx context.Context) error {
 		return fmt.Errorf("failed to stop watching ControlPlaneEtcd updates: %w", err)
 	}
 	return nil
+}
+
+// forgetDeleted forgets the series of the Cluster whose ControlPlaneEtcd the informer deleted,
+// also when the informer missed the deletion and hands over the last state it knew.
+func forgetDeleted(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if cpe, ok := obj.(*v1alpha1.ControlPlaneEtcd); ok {
+		ForgetCluster(cpe.Namespace, cpe.Spec.ClusterName)
+	}
 }
