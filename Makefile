@@ -6,6 +6,9 @@ GO ?= go
 # Test binaries (kube-apiserver, etcd) are built from the Go module proxy into a cache outside
 # the repository, keyed by version, and reused when present.
 ASSETS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/assets
+# promtool and promql-metrics (hack/tools/promtool) are built the same way, keyed by the
+# Prometheus version and the tool module's go.sum, for test/monitoring.
+PROMTOOL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/promtool
 
 .PHONY: help
 help: ## List targets.
@@ -14,6 +17,10 @@ help: ## List targets.
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for the test environment into ASSETS_CACHE (once per version).
 	@hack/build-assets.sh "$(ASSETS_CACHE)"
+
+.PHONY: promtool
+promtool: ## Build Prometheus's promtool and promql-metrics into PROMTOOL_CACHE (once per version).
+	@hack/build-promtool.sh "$(PROMTOOL_CACHE)" >/dev/null
 
 # TEST_PKGS selects suites, e.g. `make test TEST_PKGS=./pkg/etcd/...` for the pure logic alone
 # (seconds), or ./pkg/k3s for the K3s backend across every version profile (the heaviest, ~4 min).
@@ -28,8 +35,8 @@ TEST_PKGS ?= $(LONG_PKGS) $(shell $(GO) list ./... | grep -v -x $(foreach p,$(LO
 TEST_TIMEOUT ?= 45m
 
 .PHONY: test
-test: envtest-assets ## Run every test (unit, fuzz seeds, real-component suites); TEST_PKGS selects.
-	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test $(TEST_PKGS) -count=1 -timeout $(TEST_TIMEOUT)
+test: envtest-assets promtool ## Run every test (unit, fuzz seeds, real-component suites); TEST_PKGS selects.
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" PROMTOOL_DIR="$$(hack/build-promtool.sh "$(PROMTOOL_CACHE)")" $(GO) test $(TEST_PKGS) -count=1 -timeout $(TEST_TIMEOUT)
 
 # clusterctl's own library (init, upgrade apply, move, delete --include-crd) against real
 # management apiservers, from releases built by release-manifests' code: test/clusterctl. `make test`
@@ -138,6 +145,11 @@ lint: ## gofmt, go vet, golangci-lint (installed from the Go module proxy when i
 	$(GO) vet ./...
 	@if $(MAKE) -s $(GOLANGCI_LINT) >/dev/null 2>&1; then $(GOLANGCI_LINT) run ./...; \
 	else echo "golangci-lint $(GOLANGCI_LINT_VERSION) did not install from the Go module proxy; gofmt and go vet ran"; fi
+
+# The Prometheus Operator's PrometheusRule, written from the plain rule file (the one source).
+.PHONY: generate-alerts
+generate-alerts: ## Write config/prometheus/alerts.yaml from config/prometheus/rules/etcd-adapter.rules.yaml.
+	$(GO) run ./hack/prometheusrule
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Deepcopy, CRDs and RBAC from controller-gen markers.

@@ -31,6 +31,9 @@ var (
 	hooksWaitingDesc = prometheus.NewDesc(Namespace+"_hooks_waiting",
 		"Deleting control-plane and etcdadm etcd Machines of a Cluster still held by the etcd-adapter pre-terminate hook (or the adopted cluster-api-k3s hook).",
 		[]string{"namespace", "cluster"}, nil)
+	hooksBlockingDesc = prometheus.NewDesc(Namespace+"_hooks_blocking",
+		"Of hooks_waiting, the Machines whose deletion waits on pre-terminate hooks alone (Cluster API's Deleting condition reason WaitingForPreTerminateHook): drain and volume detach are done, so the hook, not a PodDisruptionBudget, holds them.",
+		[]string{"namespace", "cluster"}, nil)
 	collectErrorsDesc = prometheus.NewDesc(Namespace+"_status_collect_errors",
 		"1 when the last scrape could not list ControlPlaneEtcds or Machines.",
 		nil, nil)
@@ -46,7 +49,7 @@ var _ prometheus.Collector = &StatusCollector{}
 
 // Describe sends the descriptors of every metric the collector exports.
 func (c *StatusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{membersDesc, faultToleranceDesc, availableDesc, hooksWaitingDesc, collectErrorsDesc} {
+	for _, d := range []*prometheus.Desc{membersDesc, faultToleranceDesc, availableDesc, hooksWaitingDesc, hooksBlockingDesc, collectErrorsDesc} {
 		ch <- d
 	}
 }
@@ -74,6 +77,9 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for key, n := range HooksWaiting(machines.Items) {
 		ch <- prometheus.MustNewConstMetric(hooksWaitingDesc, prometheus.GaugeValue, float64(n), key.Namespace, key.Name)
+	}
+	for key, n := range HooksBlocking(machines.Items) {
+		ch <- prometheus.MustNewConstMetric(hooksBlockingDesc, prometheus.GaugeValue, float64(n), key.Namespace, key.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(collectErrorsDesc, prometheus.GaugeValue, failed)
 }
@@ -105,12 +111,27 @@ func collectControlPlaneEtcd(ch chan<- prometheus.Metric, cpe *v1alpha1.ControlP
 }
 
 // HooksWaiting counts, per Cluster, the deleting control-plane and etcdadm etcd Machines held by
-// the etcd-adapter hook or the legacy cluster-api-k3s hook.
+// the etcd-adapter hook or the legacy cluster-api-k3s hook, whatever step their deletion is at.
 func HooksWaiting(machines []clusterv1.Machine) map[client.ObjectKey]int {
+	return countHeld(machines, func(*clusterv1.Machine) bool { return true })
+}
+
+// HooksBlocking counts, per Cluster, the Machines of HooksWaiting whose deletion Cluster API's
+// Machine controller reports waiting on pre-terminate hooks (Deleting condition reason
+// WaitingForPreTerminateHook): a Machine still draining (a PodDisruptionBudget may hold it for
+// hours) is waiting, not blocked by the hook.
+func HooksBlocking(machines []clusterv1.Machine) map[client.ObjectKey]int {
+	return countHeld(machines, func(m *clusterv1.Machine) bool {
+		c := conditions.Get(m, clusterv1.MachineDeletingCondition)
+		return c != nil && c.Reason == clusterv1.MachineDeletingWaitingForPreTerminateHookReason
+	})
+}
+
+func countHeld(machines []clusterv1.Machine, at func(*clusterv1.Machine) bool) map[client.ObjectKey]int {
 	out := map[client.ObjectKey]int{}
 	for i := range machines {
 		m := &machines[i]
-		if m.DeletionTimestamp.IsZero() || !backends.IsControlPlaneOrEtcdMachine(m.Labels) || !heldByHook(m) {
+		if m.DeletionTimestamp.IsZero() || !backends.IsControlPlaneOrEtcdMachine(m.Labels) || !heldByHook(m) || !at(m) {
 			continue
 		}
 		out[client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.ClusterName}]++

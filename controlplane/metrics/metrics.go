@@ -48,7 +48,7 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(observationDuration, removalDuration, removals)
+	ctrlmetrics.Registry.MustRegister(registered...)
 }
 
 // RecordObservation records one observation of a Cluster's etcd: backend is the

@@ -69,9 +69,13 @@ func TestStatusCollector(t *testing.T) {
 			Labels:      map[string]string{clusterv1.MachineControlPlaneLabel: ""},
 			Annotations: map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}},
 		Spec: clusterv1.MachineSpec{ClusterName: "c1"},
+		Status: clusterv1.MachineStatus{Conditions: []metav1.Condition{{Type: clusterv1.MachineDeletingCondition, Status: metav1.ConditionTrue,
+			Reason: clusterv1.MachineDeletingWaitingForPreTerminateHookReason}}},
 	}
 	heldEtcd := held.DeepCopy()
 	heldEtcd.Name, heldEtcd.Labels = "etcd-0", map[string]string{backends.EtcdClusterLabel: "etcd"}
+	// Still draining: the hook waits, but a PodDisruptionBudget, not the hook, holds it.
+	heldEtcd.Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
 	heldBoth := held.DeepCopy()
 	heldBoth.Name, heldBoth.Labels = "m2", map[string]string{clusterv1.MachineControlPlaneLabel: "", backends.EtcdClusterLabel: "etcd"}
 	worker := held.DeepCopy()
@@ -85,8 +89,11 @@ etcdadapter_fault_tolerance{backend="k3s",cluster="c1",namespace="ns"} 0
 # HELP etcdadapter_hooks_waiting Deleting control-plane and etcdadm etcd Machines of a Cluster still held by the etcd-adapter pre-terminate hook (or the adopted cluster-api-k3s hook).
 # TYPE etcdadapter_hooks_waiting gauge
 etcdadapter_hooks_waiting{cluster="c1",namespace="ns"} 3
+# HELP etcdadapter_hooks_blocking Of hooks_waiting, the Machines whose deletion waits on pre-terminate hooks alone (Cluster API's Deleting condition reason WaitingForPreTerminateHook): drain and volume detach are done, so the hook, not a PodDisruptionBudget, holds them.
+# TYPE etcdadapter_hooks_blocking gauge
+etcdadapter_hooks_blocking{cluster="c1",namespace="ns"} 2
 `
 	g.Expect(testutil.CollectAndCompare(&StatusCollector{Reader: c}, strings.NewReader(want),
-		"etcdadapter_fault_tolerance", "etcdadapter_hooks_waiting")).To(Succeed())
+		"etcdadapter_fault_tolerance", "etcdadapter_hooks_waiting", "etcdadapter_hooks_blocking")).To(Succeed())
 	g.Expect(testutil.CollectAndCount(&StatusCollector{Reader: c}, "etcdadapter_members")).To(Equal(3)) // Leader/Healthy, Voter/Healthy (b), Voter/Unhealthy (c)
 }

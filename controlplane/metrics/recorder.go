@@ -11,9 +11,10 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
-// RemovalRecorder records member removals as ControlPlaneEtcd status updates show them end. It
-// is a manager Runnable that runs on the elected leader only, so a removal is counted once
-// however many replicas run.
+// RemovalRecorder records member removals as ControlPlaneEtcd status updates show them end, and
+// forgets a Cluster's series (ForgetCluster) when its ControlPlaneEtcd is deleted. It is a
+// manager Runnable that runs on the elected leader only, so a removal is counted once however
+// many replicas run; the leader is also the replica whose controllers observe etcd.
 type RemovalRecorder struct {
 	// Informers is the manager's cache.
 	Informers cache.Informers
@@ -37,6 +38,7 @@ func (r *RemovalRecorder) Start(ctx context.Context) error {
 			after, _ := newObj.(*v1alpha1.ControlPlaneEtcd)
 			RecordRemovalEnded(before, after)
 		},
+		DeleteFunc: forgetDeleted,
 	})
 	if err != nil {
 		return fmt.Errorf("failed to watch ControlPlaneEtcd updates: %w", err)
@@ -46,4 +48,15 @@ func (r *RemovalRecorder) Start(ctx context.Context) error {
 		return fmt.Errorf("failed to stop watching ControlPlaneEtcd updates: %w", err)
 	}
 	return nil
+}
+
+// forgetDeleted forgets the series of the Cluster whose ControlPlaneEtcd the informer deleted,
+// also when the informer missed the deletion and hands over the last state it knew.
+func forgetDeleted(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if cpe, ok := obj.(*v1alpha1.ControlPlaneEtcd); ok {
+		ForgetCluster(cpe.Namespace, cpe.Spec.ClusterName)
+	}
 }

@@ -28,4 +28,5 @@ func RecordRemovalEnded(before, after *v1alpha1.ControlPlaneEtcd) {
 		return
 	}
 	RecordRemoval(string(after.Spec.Backend), string(r.Result), r.EndTime.Sub(r.StartTime.Time))
+	clusterRemovals.WithLabelValues(after.Namespace, after.Spec.ClusterName, string(r.Result)).Inc()
 }

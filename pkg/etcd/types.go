@@ -90,6 +90,26 @@ type MemberEvidence struct {
 	// Errors are errors the member reported while answering (etcd Status errors, or K3s's
 	// Unhealthy message): the member is listening but unhealthy.
 	Errors []string
+	// Status is what the member's etcd Status call said about its database and raft log; nil
+	// when the backend does not call Status (K3s) or the member did not answer it.
+	Status *MemberStatus
+}
+
+// MemberStatus is the part of etcd's StatusResponse (etcdserverpb.StatusResponse) that metrics
+// export; fields etcd leaves zero are zero here.
+type MemberStatus struct {
+	// DBSize is the size of the member's backend database file in bytes.
+	DBSize int64
+	// DBSizeInUse is the part of DBSize that holds data; the rest is free pages a defragment
+	// would give back.
+	DBSizeInUse int64
+	// DBSizeQuota is the member's backend quota in bytes (--quota-backend-bytes); etcd reports
+	// it from v3.6 on and older members leave it zero.
+	DBSizeQuota int64
+	// RaftTerm is the member's current raft term.
+	RaftTerm uint64
+	// RaftAppliedIndex is the index of the last raft entry the member applied.
+	RaftAppliedIndex uint64
 }
 
 // BlindSpot names a check a backend cannot make, so verdicts say so instead of claiming health.

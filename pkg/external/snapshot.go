@@ -44,7 +44,10 @@ func memberEvidence(o *membership.Observation, m etcd.Member, used map[string]bo
 	}
 	if a, ok := o.Self(m.ID); ok {
 		used[a.Where] = true
-		return answered(ev, a)
+		ev = answered(ev, a)
+		// Only the member's own answer speaks for its database and raft log.
+		ev.Status = a.Status
+		return ev
 	}
 	var errs []string
 	stranger := false

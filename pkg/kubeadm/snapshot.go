@@ -90,6 +90,9 @@ func evidence(v membership.View, a membership.Answer, id uint64) etcd.MemberEvid
 			a.Where, a.SelfID, a.ClusterID, v.ClusterID))
 	} else if id != a.SelfID {
 		ev.Errors = append(ev.Errors, fmt.Sprintf("etcd on Node %s answers as member %x, which is not in the member list", a.Where, a.SelfID))
+	} else {
+		// Only the member's own answer speaks for its database and raft log.
+		ev.Status = a.Status
 	}
 	return ev
 }

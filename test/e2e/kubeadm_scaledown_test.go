@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
@@ -30,6 +32,9 @@ var _ = Describe("kubeadm scale-down 3→2→1 by a provider using the provider 
 
 		By("reporting three healthy members")
 		c.expectMembers(ctx, 3)
+		By("exporting each member's database size, term and evidence age from its etcd Status")
+		remaining := slices.Clone(wl.Nodes)
+		expectMemberSeries(ctx, c, remaining)
 		pods := map[string]*corev1.Pod{}
 		for _, node := range wl.Nodes {
 			pods[node] = createPod(ctx, wl.APIServer.Client, node)
@@ -54,6 +59,9 @@ var _ = Describe("kubeadm scale-down 3→2→1 by a provider using the provider 
 			Expect(violation).To(BeEmpty(), "the Node must be drained before its member is removed")
 			c.expectMembers(ctx, want)
 			c.expectRemoved(ctx, doomed)
+			By("deleting the series of the removed member " + node)
+			remaining = slices.DeleteFunc(remaining, func(n string) bool { return n == node })
+			expectMemberSeries(ctx, c, remaining)
 		}
 	}, SpecTimeout(6*time.Minute))
 })
@@ -88,5 +96,53 @@ func watchRemovalOrder(ctx context.Context, c *testCluster, id uint64, pod *core
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
+	return out
+}
+
+// expectMemberSeries waits until the per-member metrics of c's Cluster name exactly the members
+// on nodes (kubeadm names a member after its Node), with the figures of a live member: a
+// database, a raft term, one leader, and recent evidence.
+func expectMemberSeries(ctx context.Context, c *testCluster, nodes []string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		size := memberSeries(g, c, "etcdadapter_member_db_size_bytes")
+		g.Expect(slices.Sorted(maps.Keys(size))).To(Equal(slices.Sorted(slices.Values(nodes))))
+		for m, v := range size {
+			g.Expect(v).To(BeNumerically(">", 0), "member %s", m)
+		}
+		for m, v := range memberSeries(g, c, "etcdadapter_member_raft_term") {
+			g.Expect(v).To(BeNumerically(">", 0), "member %s", m)
+		}
+		leaders := 0.0
+		for _, v := range memberSeries(g, c, "etcdadapter_member_is_leader") {
+			leaders += v
+		}
+		g.Expect(leaders).To(Equal(1.0))
+		for m, v := range memberSeries(g, c, "etcdadapter_member_last_observed_timestamp_seconds") {
+			g.Expect(time.Since(time.Unix(int64(v), 0))).To(BeNumerically("<", 5*time.Minute), "member %s", m)
+		}
+	}, reconcileTimeout).WithContext(ctx).Should(Succeed())
+}
+
+// memberSeries reads the named metric's series of c's Cluster from the manager's registry (the
+// adapter runs in this process), by member.
+func memberSeries(g Gomega, c *testCluster, name string) map[string]float64 {
+	fams, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["namespace"] == c.cluster.Namespace && l["cluster"] == c.cluster.Name {
+				out[l["member"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
 	return out
 }

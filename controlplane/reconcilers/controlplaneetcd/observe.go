@@ -16,7 +16,10 @@ import (
 func (r *Reconciler) observe(ctx context.Context, s *scope) {
 	s.snapshot, s.observeErr = nil, nil
 	start := r.now()
-	defer func() { metrics.RecordObservation(string(s.cpe.Spec.Backend), r.now().Sub(start), s.observeErr) }()
+	defer func() {
+		metrics.RecordObservation(string(s.cpe.Spec.Backend), r.now().Sub(start), s.observeErr)
+		metrics.RecordSnapshot(s.cpe.Namespace, s.cpe.Spec.ClusterName, s.snapshot)
+	}()
 	backend, err := r.Backends.For(ctx, s.cluster, s.cpe.Spec.Backend)
 	if err != nil {
 		s.observeErr = err

@@ -23,6 +23,7 @@ func testHealthy(t *testing.T, env *Env) {
 	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
 	g.Expect(snap.Members).To(HaveLen(len(env.Nodes)))
 	g.Expect(snap.Backend).NotTo(BeEmpty())
+	expectStatusFigures(g, snap)
 	if !snap.Blind(etcd.BlindSpotLeader) {
 		truth, err := env.Faults.LeaderNode(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -48,6 +49,26 @@ func testHealthy(t *testing.T, env *Env) {
 	mv, err := env.Cluster.MoveLeader(ctx, memberOn(g, snap, follower), memberOn(g, snap, others(env.Nodes, follower)[0]))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(mv.Outcome).To(Equal(etcd.LeaderNotOnNode))
+}
+
+// expectStatusFigures: a backend that asks etcd itself (it sees member lists) passes on each
+// answering member's own Status figures (etcdserverpb.StatusResponse: a live member has a
+// database, a term and applied entries); one that does not (K3s reads Nodes) passes none.
+func expectStatusFigures(g Gomega, snap *etcd.Snapshot) {
+	for _, ev := range snap.Evidence {
+		if snap.Blind(etcd.BlindSpotMemberLists) {
+			g.Expect(ev.Status).To(BeNil(), "member %x", ev.MemberID)
+			continue
+		}
+		g.Expect(ev.Contact).To(Equal(etcd.ContactAnswered))
+		g.Expect(ev.Status).NotTo(BeNil(), "member %x answered but its Status figures are missing", ev.MemberID)
+		g.Expect(ev.Status.DBSize).To(BeNumerically(">", 0))
+		g.Expect(ev.Status.DBSizeInUse).To(And(BeNumerically(">", 0), BeNumerically("<=", ev.Status.DBSize)))
+		g.Expect(ev.Status.RaftTerm).To(BeNumerically(">", 0))
+		g.Expect(ev.Status.RaftAppliedIndex).To(BeNumerically(">", 0))
+		// etcd v3.6 reports its quota: the default 2 GiB unless --quota-backend-bytes says otherwise.
+		g.Expect(ev.Status.DBSizeQuota).To(BeNumerically(">", 0))
+	}
 }
 
 // testMemberKilled: the killed member's Machine is NotHealthy because the member is not

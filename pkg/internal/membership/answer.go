@@ -25,6 +25,9 @@ type Answer struct {
 	// SelfID, ClusterID, LeaderID and RaftTerm are what the member said about itself: its ID,
 	// its cluster's ID, the leader it knows (its own ID when it leads) and its raft term.
 	SelfID, ClusterID, LeaderID, RaftTerm uint64
+	// Status is what the member's Status call said about its database and raft log; nil when
+	// it did not answer Status.
+	Status *etcd.MemberStatus
 	// Members is the member's own member list; nil when not reported (a learner, an error, a
 	// removed member).
 	Members []etcd.Member
