@@ -99,54 +99,9 @@ func testMemberKilled(t *testing.T, env *Env) {
 // testRemoveLosesQuorum: with one of three members down, removing a healthy member would lose
 // quorum. A caller that removes whatever the quorum projection allows does not ask the backend,
 // and every member stays.
-func testRemoveLosesQuorum(t *testing.T, env *Env) {
-	g := NewWithT(t)
-	ctx := caseContext(t)
-	down, healthy := env.Nodes[1], env.Nodes[0]
-	g.Expect(env.Faults.KillMember(ctx, down)).To(Succeed()) // a no-op after MemberKilled
-	before := memberCount(ctx, g, env)
-	g.Eventually(func(g Gomega) {
-		snap, v := assess(ctx, g, env.Cluster, env.Nodes...)
-		g.Expect(v.Machines[down].Status).NotTo(Equal(metav1.ConditionTrue), "the backend has not seen the member go down yet")
-		// The down member itself may go: 2 of 2 stay healthy.
-		g.Expect(etcd.CanRemoveMember(snap, time.Now(), memberOn(g, snap, down)).Allowed).To(BeTrue())
-	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
-	v, asked := removeIfAllowed(ctx, g, env.Cluster, healthy)
-	g.Expect(asked).To(BeFalse(), "the caller removed the member on %s: %s", healthy, v.Message)
-	g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalWouldLoseQuorumReason), v.Message)
-	g.Expect(memberCount(ctx, g, env)).To(Equal(before))
-	g.Expect(hasMember(ctx, g, env, healthy)).To(BeTrue())
-	g.Expect(hasMember(ctx, g, env, down)).To(BeTrue())
-}
-
 // testUnknownNotRemovable: a member whose health the backend cannot learn is not reported
 // healthy, and it counts against quorum: a caller that removes what the projection allows does not
 // remove a healthy member because of it.
-func testUnknownNotRemovable(t *testing.T, env *Env) {
-	g := NewWithT(t)
-	ctx := caseContext(t)
-	eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
-	hidden, healthy := env.Nodes[2], env.Nodes[0]
-	before := memberCount(ctx, g, env)
-	g.Expect(env.Faults.HideMember(ctx, hidden)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		snap, v := assess(ctx, g, env.Cluster, env.Nodes...)
-		g.Expect(v.Machines[hidden].Status).NotTo(Equal(metav1.ConditionTrue), v.Machines[hidden].Message)
-		g.Expect(v.Cluster.Status).NotTo(Equal(metav1.ConditionTrue), v.Cluster.Message)
-		for _, mh := range etcd.AssessMembers(snap, time.Now()) {
-			if mh.Member.NodeName == hidden {
-				g.Expect(mh.Health).NotTo(Equal(etcd.Healthy), "member %s: %s", mh.Member, mh.Message)
-			}
-		}
-	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
-	v, asked := removeIfAllowed(ctx, g, env.Cluster, healthy)
-	g.Expect(asked).To(BeFalse(), "the caller removed the member on %s while another member's health is unknown: %s", healthy, v.Message)
-	g.Expect(memberCount(ctx, g, env)).To(Equal(before))
-	for _, n := range env.Nodes {
-		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue(), "member on %s", n)
-	}
-}
-
 // testMemberRestarted: a killed member that comes back is healthy again, through the same
 // backend (a broken connection is replaced).
 func testMemberRestarted(t *testing.T, env *Env) {
@@ -300,77 +255,8 @@ func testSplitBrain(t *testing.T, env *Env) {
 
 // testRemoveLeader: the Machine hosting the leader is deleted as the pre-terminate hook does it:
 // check quorum, move leadership to the first candidate that takes it, remove the member.
-func testRemoveLeader(t *testing.T, env *Env) {
-	g := NewWithT(t)
-	ctx := caseContext(t)
-	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
-	leavingNode, err := env.Faults.LeaderNode(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	if !snap.Blind(etcd.BlindSpotLeader) {
-		g.Expect(leaderNode(g, snap)).To(Equal(leavingNode), "the snapshot names the leader etcd names")
-	}
-	leaving := memberOn(g, snap, leavingNode)
-	if v := etcd.CanRemoveMember(snap, time.Now(), leaving); !v.Allowed {
-		t.Fatalf("removing the leader of a healthy cluster must be allowed: %s", v.Message)
-	}
-	candidates := etcd.LeaderCandidates(etcd.AssessMembers(snap, time.Now()), machines(env.Nodes...), leaving)
-	g.Expect(candidates).To(HaveLen(len(env.Nodes) - 1))
-	var moved etcd.Member
-	byBackend := false
-	for _, c := range candidates {
-		mv, err := env.Cluster.MoveLeader(ctx, leaving, c)
-		if err != nil {
-			t.Logf("MoveLeader(%s, %s) failed, trying the next candidate: %v", leaving, c, err)
-			continue
-		}
-		g.Expect(mv.Outcome).To(BeElementOf(etcd.LeaderMoved, etcd.LeaderMoveByBackend), "MoveLeader off the leader")
-		if mv.Outcome == etcd.LeaderMoved {
-			moved = c
-		} else {
-			g.Expect(mv.Warning).NotTo(BeEmpty(), "ByBackend says what happens instead")
-			byBackend = true
-		}
-		break
-	}
-	g.Expect(moved.ID != 0 || byBackend).To(BeTrue(), "no candidate took leadership, and the backend did not say it moves leadership itself")
-	if moved.ID != 0 {
-		g.Eventually(func() (string, error) { return env.Faults.LeaderNode(ctx) }).
-			WithTimeout(eventually).WithPolling(pollInterval).Should(Equal(moved.NodeName))
-		mv, err := env.Cluster.MoveLeader(ctx, leaving, moved)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(mv.Outcome).To(Equal(etcd.LeaderNotOnNode), "the leaving member does not lead any more")
-	}
-	r := removeUntilDone(ctx, t, env.Cluster, leaving)
-	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
-	g.Expect(hasMember(ctx, g, env, leavingNode)).To(BeFalse())
-	remaining := others(env.Nodes, leavingNode)
-	for _, n := range remaining {
-		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue())
-	}
-	env.Nodes = remaining
-}
-
 // testRemoveRemoved: removing a member that is gone already reports Removed again, and
 // nothing else changes.
-func testRemoveRemoved(t *testing.T, env *Env) {
-	g := NewWithT(t)
-	ctx := caseContext(t)
-	// After RemoveLeader, Nodes lists the remaining members; remove one, then remove it again.
-	gone := env.Nodes[len(env.Nodes)-1]
-	member := memberOn(g, observe(ctx, g, env.Cluster), gone)
-	r := removeUntilDone(ctx, t, env.Cluster, member)
-	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
-	g.Expect(hasMember(ctx, g, env, gone)).To(BeFalse())
-	for range 2 {
-		r, err := env.Cluster.RemoveMember(ctx, member)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
-	}
-	for _, n := range others(env.Nodes, gone) {
-		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue())
-	}
-}
-
 // testWrongCA: with an unrelated CA in the Secret (after connections were warm), the backend
 // gives a configuration error or reports every member's TLS failure, and removes nothing.
 func testWrongCA(t *testing.T, env *Env) {
@@ -437,77 +323,8 @@ func testAPIServerDown(t *testing.T, env *Env) {
 // with a leader change or a timeout while the old leader steps down after applying its own
 // removal; the backend must report that as not yet known, never as a final refusal, and say
 // Removed only once etcd confirms it.
-func testRemoveLeaderDirectly(t *testing.T, env *Env) {
-	g := NewWithT(t)
-	ctx := caseContext(t)
-	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
-	leaderNode, err := env.Faults.LeaderNode(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	leader := memberOn(g, snap, leaderNode)
-	r := removeConfirmed(ctx, t, env, leader)
-	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
-	remaining := others(env.Nodes, leaderNode)
-	g.Expect(memberCount(ctx, g, env)).To(Equal(len(remaining)))
-	for _, n := range remaining {
-		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue(), "member on %s", n)
-	}
-	env.Nodes = remaining
-}
-
 // testTransientDuringRemoval: the leader is killed while a follower's removal runs. Until the
 // leader is back, every answer is InProgress, an error, or a Removed that etcd confirms; after
 // it, the removal completes and no other member is removed.
-func testTransientDuringRemoval(t *testing.T, env *Env) {
-	g := NewWithT(t)
-	ctx := caseContext(t)
-	snap := eventuallyHealthy(ctx, t, env.Cluster, env.Nodes)
-	leaderNode, err := env.Faults.LeaderNode(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	target := memberOn(g, snap, others(env.Nodes, leaderNode)[0])
-
-	type answer struct {
-		r   etcd.Removal
-		err error
-	}
-	first := make(chan answer, 1)
-	go func() {
-		r, err := env.Cluster.RemoveMember(ctx, target)
-		first <- answer{r, err}
-	}()
-	g.Expect(env.Faults.KillMember(ctx, leaderNode)).To(Succeed())
-	answers := []answer{<-first}
-	for range 2 {
-		r, err := env.Cluster.RemoveMember(ctx, target)
-		answers = append(answers, answer{r, err})
-	}
-	g.Expect(env.Faults.RestartMember(ctx, leaderNode)).To(Succeed())
-	for i, a := range answers {
-		t.Logf("answer %d while the leader was down: %s %q %v", i, a.r.State, a.r.Reason, a.err)
-		if a.err == nil {
-			g.Expect(a.r.State).NotTo(Equal(etcd.RemovalRejected), "a removal interrupted by a leader failure is not final: %s", a.r.Reason)
-		}
-		if a.err == nil && a.r.State == etcd.RemovalRemoved {
-			g.Expect(hasMemberID(ctx, g, env, target.ID)).To(BeFalse(), "Removed was reported but etcd still has %s", target)
-		}
-	}
-	r := removeConfirmed(ctx, t, env, target)
-	g.Expect(r.State).To(Equal(etcd.RemovalRemoved), r.Reason)
-	remaining := others(env.Nodes, target.NodeName)
-	g.Expect(memberCount(ctx, g, env)).To(Equal(len(remaining)))
-	for _, n := range remaining {
-		g.Expect(hasMember(ctx, g, env, n)).To(BeTrue(), "member on %s", n)
-	}
-}
-
 // expectNoRemoval asserts that RemoveMember of the member on node (as the healthy snapshot gave
 // it) does not report the member removed and that etcd still has it.
-func expectNoRemoval(t *testing.T, env *Env, healthy *etcd.Snapshot, node string) {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := caseContext(t)
-	r, err := env.Cluster.RemoveMember(ctx, memberOn(g, healthy, node))
-	if err == nil {
-		g.Expect(r.State).NotTo(Equal(etcd.RemovalRemoved), "RemoveMember claims success: %s", r.Reason)
-	}
-	g.Expect(hasMember(ctx, g, env, node)).To(BeTrue(), "the member must still be there")
-}
