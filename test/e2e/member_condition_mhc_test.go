@@ -104,6 +104,33 @@ var _ = Describe("MachineHealthCheck remediating on EtcdAdapterMemberHealthy", f
 		remediateDeadMember(ctx, c, "cp-2", v1alpha1.BackendKubeadm)
 	}, SpecTimeout(8*time.Minute))
 
+	It("writes the condition in Observe mode too, and takes it off every Machine once a person opts the Cluster out and deletes its ControlPlaneEtcd", func(ctx SpecContext) {
+		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeObserve)
+		c.expectMemberConditions(ctx, metav1.ConditionTrue)
+		setOtherWriterCondition(ctx, c.machines["cp-0"])
+
+		cluster := c.cluster.DeepCopy()
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+		before := cluster.DeepCopy()
+		if cluster.Annotations == nil {
+			cluster.Annotations = map[string]string{}
+		}
+		cluster.Annotations[v1alpha1.OptOutAnnotation] = v1alpha1.AnnotationTrue
+		Expect(mgmt.Client.Patch(ctx, cluster, client.MergeFrom(before))).To(Succeed())
+		Expect(mgmt.Client.Delete(ctx, c.cpe)).To(Succeed())
+		Eventually(func(g Gomega) {
+			for _, m := range c.machines {
+				got := &clusterv1.Machine{}
+				g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+				g.Expect(conditions.Get(got, v1alpha1.MemberHealthyMachineCondition)).To(BeNil(), "Machine %s", m.Name)
+				g.Expect(conditions.Get(got, clusterv1.ReadyCondition)).NotTo(BeNil(), "Cluster API's conditions stay on Machine %s", m.Name)
+			}
+		}, reconcileTimeout).Should(Succeed(), "no ControlPlaneEtcd is in charge: nothing keeps the condition current")
+		got := &clusterv1.Machine{}
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.machines["cp-0"]), got)).To(Succeed())
+		Expect(conditions.Get(got, otherWriterCondition)).NotTo(BeNil(), "another writer's condition must survive")
+	}, SpecTimeout(4*time.Minute))
+
 	It("remediates nothing while etcd-adapter's controllers are down: a member that dies then leaves its Machine's condition as it was, and the clock starts only once they are back", func(ctx SpecContext) {
 		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
 		c.expectMembers(ctx, 3)
