@@ -29,6 +29,17 @@ const (
 	EtcdMemberDeletingReason = controlplanev1.KubeadmControlPlaneMachineEtcdMemberDeletingReason
 )
 
+// MemberHealthyMachineCondition is etcd-adapter's own condition on each control-plane Machine (and
+// each etcd Machine of an EtcdadmCluster) of a Cluster it observes: whether the Machine's etcd
+// member is healthy, for a MachineHealthCheck's checks.unhealthyMachineConditions to remediate
+// on. Its reasons are the EtcdMemberHealthy reasons of status.members. It is False only after
+// the member was seen unhealthy for spec.memberUnhealthyTimeout, True again only after it was
+// seen healthy for spec.memberRecoveryTime, and Unknown (never False) while etcd-adapter cannot
+// observe the member. It is a type of its own, never KubeadmControlPlane's EtcdMemberHealthy,
+// which KCP owns on its Machines; only etcd-adapter writes it, and it is taken off when the
+// Cluster leaves etcd-adapter.
+const MemberHealthyMachineCondition = "EtcdAdapterMemberHealthy"
+
 // EtcdClusterHealthy condition, set on the control-plane object, and its reasons.
 const (
 	// EtcdClusterHealthyCondition aggregates the members' health plus cluster-wide checks:

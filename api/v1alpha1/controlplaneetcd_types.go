@@ -68,7 +68,36 @@ const (
 	// than twice that, so a JoinConfiguration that raised timeouts.etcdAPICall up to 5m still
 	// finishes waiting first.
 	DefaultJoinTimeout = 10 * time.Minute
+	// DefaultMemberUnhealthyTimeout is how long a Machine's member must be seen unhealthy, on
+	// every observation, before its MemberHealthyMachineCondition turns False. It is four
+	// default observation intervals, so one failed observation never flips it; it is far above
+	// an etcd leader election (etcd's default --election-timeout is 1s) and the restart of a
+	// crashed static Pod or k3s service (the kubelet's crash-loop back-off starts at 10s and
+	// doubles: 10s, 20s, 40s), so a member that restarts on its own is not remediated.
+	DefaultMemberUnhealthyTimeout = 2 * time.Minute
+	// DefaultMemberRecoveryTime is how long a Machine's member must be seen healthy, on every
+	// observation, before a False MemberHealthyMachineCondition turns True again: two default
+	// observation intervals, so a member that flaps is not reported recovered on one answer.
+	DefaultMemberRecoveryTime = time.Minute
 )
+
+// MemberUnhealthyTimeoutOrDefault returns spec.memberUnhealthyTimeout, or
+// DefaultMemberUnhealthyTimeout when unset.
+func (s ControlPlaneEtcdSpec) MemberUnhealthyTimeoutOrDefault() time.Duration {
+	if s.MemberUnhealthyTimeout == nil || s.MemberUnhealthyTimeout.Duration <= 0 {
+		return DefaultMemberUnhealthyTimeout
+	}
+	return s.MemberUnhealthyTimeout.Duration
+}
+
+// MemberRecoveryTimeOrDefault returns spec.memberRecoveryTime, or DefaultMemberRecoveryTime when
+// unset.
+func (s ControlPlaneEtcdSpec) MemberRecoveryTimeOrDefault() time.Duration {
+	if s.MemberRecoveryTime == nil || s.MemberRecoveryTime.Duration <= 0 {
+		return DefaultMemberRecoveryTime
+	}
+	return s.MemberRecoveryTime.Duration
+}
 
 // ObservationIntervalOrDefault returns spec.observationInterval, or DefaultObservationInterval
 // when unset.
@@ -141,6 +170,21 @@ type ControlPlaneEtcdSpec struct {
 	// twice the timeouts.etcdAPICall of your kubeadm JoinConfiguration.
 	// +optional
 	JoinTimeout *metav1.Duration `json:"joinTimeout,omitempty"`
+
+	// MemberUnhealthyTimeout is how long the member of a Machine must be seen unhealthy, on every
+	// observation since, before the Machine's EtcdAdapterMemberHealthy condition turns False (the
+	// condition a MachineHealthCheck remediates on); counted from
+	// status.machineMembers[].unhealthySince, which survives a restart of etcd-adapter. Default
+	// 2m: four default observation intervals, and longer than a crashed static Pod or k3s
+	// service takes to come back on its own.
+	// +optional
+	MemberUnhealthyTimeout *metav1.Duration `json:"memberUnhealthyTimeout,omitempty"`
+
+	// MemberRecoveryTime is how long the member of a Machine whose EtcdAdapterMemberHealthy
+	// condition is False must be seen healthy, on every observation since, before the condition
+	// turns True again; counted from status.machineMembers[].healthySince. Default 1m.
+	// +optional
+	MemberRecoveryTime *metav1.Duration `json:"memberRecoveryTime,omitempty"`
 }
 
 // MemberRole is a member's part in raft.
@@ -281,6 +325,29 @@ type NotStartedMemberStatus struct {
 	FirstSeenTime metav1.Time `json:"firstSeenTime"`
 }
 
+// MachineMemberStatus is the evidence behind the EtcdAdapterMemberHealthy condition of one
+// Machine: since when its member has been seen unhealthy, or healthy, on every observation. It
+// is kept in status so that a restart of etcd-adapter does not restart the clocks of
+// spec.memberUnhealthyTimeout and spec.memberRecoveryTime.
+type MachineMemberStatus struct {
+	// MachineName is the control-plane (or etcdadm etcd) Machine.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	MachineName string `json:"machineName"`
+
+	// UnhealthySince is the first of the observations since which the Machine's member has been
+	// seen unhealthy on every observation; unset while it is seen healthy. Observations that
+	// could not tell (etcd unreachable, evidence too old) neither start nor end it.
+	// +optional
+	UnhealthySince *metav1.Time `json:"unhealthySince,omitempty"`
+
+	// HealthySince is the first of the observations since which the Machine's member has been
+	// seen healthy on every observation; unset while it is seen unhealthy.
+	// +optional
+	HealthySince *metav1.Time `json:"healthySince,omitempty"`
+}
+
 // ControlPlaneEtcdStatus is the etcd of the Cluster as last observed.
 type ControlPlaneEtcdStatus struct {
 	// Conditions: EtcdClusterHealthy (KubeadmControlPlane's reasons), Available, Degraded,
@@ -333,6 +400,15 @@ type ControlPlaneEtcdStatus struct {
 	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=32
 	NotStartedMembers []NotStartedMemberStatus `json:"notStartedMembers,omitempty"`
+
+	// MachineMembers is the evidence behind each Machine's EtcdAdapterMemberHealthy condition:
+	// since when its member has been seen unhealthy or healthy. A Machine leaves the list once
+	// it is gone.
+	// +optional
+	// +listType=map
+	// +listMapKey=machineName
+	// +kubebuilder:validation:MaxItems=64
+	MachineMembers []MachineMemberStatus `json:"machineMembers,omitempty"`
 
 	// ObservedGeneration is the generation the status was last computed for.
 	// +optional

@@ -204,13 +204,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	defer func() {
 		setStatus(s)
+		memberConditions := setMachineMembers(s)
 		opts := []patch.Option{patch.WithOwnedConditions{Conditions: ownedConditions}}
 		if reterr == nil {
 			opts = append(opts, patch.WithStatusObservedGeneration{})
 		}
 		if err := helper.Patch(ctx, cpe, opts...); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch ControlPlaneEtcd %s: %w", klog.KObj(cpe), err)})
+			return
 		}
+		reterr = kerrors.NewAggregate([]error{reterr, r.writeMemberConditions(ctx, memberConditions)})
 	}()
 	return r.reconcile(ctx, s)
 }

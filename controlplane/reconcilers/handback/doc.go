@@ -3,5 +3,7 @@
 // opting the Cluster out deletes it after setting the opt-out annotation) and the Cluster gets
 // none by default, so no removal flow will ever release the hook. Machines of a Cluster whose
 // ControlPlaneEtcd exists are left to the ControlPlaneEtcd controller, which hands them back
-// itself outside Manage mode.
+// itself outside Manage mode. It also takes etcd-adapter's EtcdAdapterMemberHealthy condition off
+// the Machines of a Cluster no ControlPlaneEtcd is in charge of, in any mode: nothing keeps it
+// current there.
 package handback

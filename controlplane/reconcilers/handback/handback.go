@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,8 +80,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 // never looked at, whatever its annotations: the manager's cache keeps worker Machines without
 // annotations or spec (setup.TrimMachine), so its hook, had anyone put it there, could be neither
 // seen nor its Cluster read from the cache.
+//
+// A control-plane or etcd Machine that carries etcd-adapter's EtcdAdapterMemberHealthy condition
+// is looked at too, so the condition is taken off once no ControlPlaneEtcd is in charge of its
+// Cluster (membercondition.go), in mode Observe as in Manage.
 func handsBack(o client.Object) bool {
-	return backends.IsControlPlaneOrEtcdMachine(o.GetLabels()) && o.GetAnnotations()[v1alpha1.PreTerminateHookAnnotation] != ""
+	if !backends.IsControlPlaneOrEtcdMachine(o.GetLabels()) {
+		return false
+	}
+	if o.GetAnnotations()[v1alpha1.PreTerminateHookAnnotation] != "" {
+		return true
+	}
+	m, ok := o.(*clusterv1.Machine)
+	return ok && conditions.Has(m, v1alpha1.MemberHealthyMachineCondition)
 }
 
 // hookedMachines maps to the Cluster's control-plane and etcdadm etcd Machines that carry the
@@ -124,6 +136,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log := ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KObj(cluster), "Machine", klog.KObj(m))
 	if annotations.IsPaused(cluster, m) {
 		// clusterctl move pauses the Cluster while it copies it, ControlPlaneEtcd last.
+		return ctrl.Result{}, nil
+	}
+	if err := r.takeOffMemberCondition(ctx, cluster, m); err != nil {
+		return ctrl.Result{}, err
+	}
+	if m.Annotations[v1alpha1.PreTerminateHookAnnotation] == "" {
 		return ctrl.Result{}, nil
 	}
 	why, handBack, err := r.unmanaged(ctx, cluster)

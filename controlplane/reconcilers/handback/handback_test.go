@@ -16,23 +16,31 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 )
 
+var memberCondition = metav1.Condition{Type: v1alpha1.MemberHealthyMachineCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.EtcdMemberHealthyReason}
+
 func Test_handsBack(t *testing.T) {
 	hook := map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}
 	tests := []struct {
 		name        string
 		labels      map[string]string
 		annotations map[string]string
+		conditions  []metav1.Condition
 		want        bool
 	}{
 		{name: "A control-plane Machine with the hook is looked at", labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}, annotations: hook, want: true},
 		{name: "An etcdadm etcd Machine with the hook is looked at", labels: map[string]string{backends.EtcdClusterLabel: "c-etcd"}, annotations: hook, want: true},
 		{name: "A control-plane Machine without the hook is not looked at", labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""}},
 		{name: "A worker Machine is not looked at even with the hook", labels: map[string]string{clusterv1.MachineDeploymentNameLabel: "md-0"}, annotations: hook},
+		{name: "A control-plane Machine with etcd-adapter's member condition and no hook is looked at (Observe mode)", labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""},
+			conditions: []metav1.Condition{memberCondition}, want: true},
+		{name: "A control-plane Machine with only KCP's EtcdMemberHealthy is not looked at", labels: map[string]string{clusterv1.MachineControlPlaneLabel: ""},
+			conditions: []metav1.Condition{{Type: v1alpha1.EtcdMemberHealthyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.EtcdMemberHealthyReason}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Labels: tt.labels, Annotations: tt.annotations}}
+			m.Status.Conditions = tt.conditions
 			g.Expect(handsBack(m)).To(Equal(tt.want))
 		})
 	}
