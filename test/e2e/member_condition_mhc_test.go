@@ -173,9 +173,10 @@ func createSampleMHC(ctx context.Context, c *testCluster, edits ...func(*cluster
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "machinehealthcheck-etcd-member.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	doc := strings.Split(string(raw), "\n---\n")[0]
-	doc = strings.NewReplacer("<namespace>", c.cluster.Namespace, "<cluster>", c.cluster.Name).Replace(doc)
 	mhc := &clusterv1.MachineHealthCheck{}
 	Expect(yaml.UnmarshalStrict([]byte(doc), mhc)).To(Succeed())
+	mhc.Namespace, mhc.Spec.ClusterName = c.cluster.Namespace, c.cluster.Name
+	mhc.Name = strings.Replace(mhc.Name, "my-cluster", c.cluster.Name, 1)
 	for i := range mhc.Spec.Checks.UnhealthyMachineConditions {
 		mhc.Spec.Checks.UnhealthyMachineConditions[i].TimeoutSeconds = ptr.To[int32](1)
 	}
