@@ -94,6 +94,7 @@ func checkAdapterRBAC() {
 	GinkgoWriter.Printf("RBAC of the etcd-adapter manager: %d distinct requests recorded\n%s", len(rbacRecorder.Requests()), res)
 	Expect(refused).To(BeEmpty(), "the management apiserver refused requests of the etcd-adapter manager")
 	Expect(res.Denied).To(BeEmpty(), "requests of the etcd-adapter manager that config/rbac/role.yaml does not allow:\n%s", res)
+	Expect(rbaccheck.Allowed([]rbaccheck.RuleSet{managerRole}, rbaccheck.NeverGranted)).To(BeEmpty(), "config/rbac/role.yaml grants what the manager must never have")
 	if wholeSuite() {
 		Expect(res.Unused).To(BeEmpty(), "config/rbac/role.yaml is wider than what the etcd-adapter manager used in the end-to-end suite:\n%s", res)
 	} else if len(res.Unused) > 0 {
