@@ -139,10 +139,15 @@ func (s *scope) machineOfMember(m etcd.Member) *clusterv1.Machine {
 const kthreesControlPlaneKind = "KThreesControlPlane"
 
 // controlPlane reads the metadata of the Cluster's control-plane object; nil when the Cluster
-// has none, or its kind is not installed, or it is gone.
+// has none, or its kind is not one the manager reads (backends.ControlPlaneKinds) or is not
+// installed, or it is gone.
 func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluster) (*metav1.PartialObjectMetadata, error) {
 	ref := cluster.Spec.ControlPlaneRef
 	if !ref.IsDefined() {
+		return nil, nil
+	}
+	if !backends.ReadsControlPlaneKind(ref.GroupKind()) {
+		ctrl.LoggerFrom(ctx).V(4).Info("Control-plane kind is not one the manager reads", "kind", ref.Kind, "group", ref.APIGroup)
 		return nil, nil
 	}
 	mapping, err := r.Client.RESTMapper().RESTMapping(ref.GroupKind())
