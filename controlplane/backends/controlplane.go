@@ -16,11 +16,14 @@ import (
 // *unstructured.Unstructured or, when only its metadata is needed, a *metav1.PartialObjectMetadata
 // (a cached client then keeps a metadata informer for the kind, not whole objects). It reads the
 // version mapper prefers, so any version of the kind serves. It reports false and no error when
-// the Cluster references none, when the kind is not installed, or when the object does not exist
-// (yet).
+// the Cluster references none, when the kind is not one the manager reads (ControlPlaneKinds) or
+// not installed, or when the object does not exist (yet).
+//
+// Note: the manager's role allows list and watch on ControlPlaneKinds only; a cached read of any
+// other kind would wait for an informer that never syncs.
 func GetControlPlane(ctx context.Context, c client.Reader, mapper meta.RESTMapper, cluster *clusterv1.Cluster, obj client.Object) (bool, error) {
 	ref := cluster.Spec.ControlPlaneRef
-	if !ref.IsDefined() {
+	if !ref.IsDefined() || !ReadsControlPlaneKind(ref.GroupKind()) {
 		return false, nil
 	}
 	mapping, err := mapper.RESTMapping(ref.GroupKind())

@@ -296,13 +296,17 @@ func resetLayout(dir string) error {
 }
 
 // Image assembles one platform's image from the manager binary at bin: one layer, the binary
-// as Entrypoint, running as User, with labels.
+// as Entrypoint and its SBOM at SBOMPath, running as User, with labels.
 func Image(bin string, platform v1.Platform, labels map[string]string, created time.Time) (v1.Image, error) {
 	manager, err := os.ReadFile(bin)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the manager binary: %w", err)
 	}
-	tarBytes, err := layerTar(manager, created)
+	sbom, err := binarySBOM(manager, labels[annotationVersion], created)
+	if err != nil {
+		return nil, err
+	}
+	tarBytes, err := layerTar(manager, sbom, created)
 	if err != nil {
 		return nil, err
 	}
@@ -356,10 +360,10 @@ const (
 	group  = "root:x:0:\nnonroot:x:65532:\n"
 )
 
-// layerTar is the image's only layer: the manager binary, the user and group files, the
-// non-root user's home and /tmp. Every entry has the same mtime, so the same binary gives the
+// layerTar is the image's only layer: the manager binary, its SBOM, the user and group files,
+// the non-root user's home and /tmp. Every entry has the same mtime, so the same binary gives the
 // same layer digest.
-func layerTar(manager []byte, mtime time.Time) ([]byte, error) {
+func layerTar(manager, sbom []byte, mtime time.Time) ([]byte, error) {
 	type entry struct {
 		hdr  tar.Header
 		data []byte
@@ -378,6 +382,11 @@ func layerTar(manager []byte, mtime time.Time) ([]byte, error) {
 		dir("home/nonroot/", 0o700, 65532),
 		file(strings.TrimPrefix(Entrypoint, "/"), 0o755, manager),
 		dir("tmp/", 0o1777, 0),
+		dir("usr/", 0o755, 0),
+		dir("usr/share/", 0o755, 0),
+		dir("usr/share/doc/", 0o755, 0),
+		dir("usr/share/doc/etcd-adapter/", 0o755, 0),
+		file(strings.TrimPrefix(SBOMPath, "/"), 0o644, sbom),
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

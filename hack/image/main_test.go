@@ -121,6 +121,7 @@ func checkImage(g Gomega, img v1.Image, platform v1.Platform, revision string) {
 	for _, p := range bin.Progs {
 		g.Expect(p.Type).NotTo(Equal(elf.PT_INTERP), "%s: a static binary has no dynamic loader", platform.String())
 	}
+	checkSBOM(g, files["manager"].data, files[strings.TrimPrefix(SBOMPath, "/")].data, "v0.0.0-test")
 }
 
 type layerFile struct {
@@ -181,7 +182,7 @@ func discardLogger() *log.Logger { return log.New(io.Discard, "", 0) }
 func Test_layerTar(t *testing.T) {
 	g := NewWithT(t)
 	mtime := time.Unix(1700000000, 0)
-	b, err := layerTar([]byte("\x7fELF manager"), mtime)
+	b, err := layerTar([]byte("\x7fELF manager"), []byte(`{"spdxVersion":"SPDX-2.3"}`), mtime)
 	g.Expect(err).NotTo(HaveOccurred())
 	layer, err := layerFromTar(b)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -197,18 +198,23 @@ func Test_layerTar(t *testing.T) {
 		g.Expect(f.hdr.ModTime.Equal(mtime)).To(BeTrue(), n)
 	}
 	g.Expect(got).To(Equal(map[string]want{
-		"etc/":          {0o755, 0},
-		"etc/group":     {0o644, 0},
-		"etc/passwd":    {0o644, 0},
-		"home/":         {0o755, 0},
-		"home/nonroot/": {0o700, 65532},
-		"manager":       {0o755, 0},
-		"tmp/":          {0o1777, 0},
+		"etc/":                        {0o755, 0},
+		"etc/group":                   {0o644, 0},
+		"etc/passwd":                  {0o644, 0},
+		"home/":                       {0o755, 0},
+		"home/nonroot/":               {0o700, 65532},
+		"manager":                     {0o755, 0},
+		"tmp/":                        {0o1777, 0},
+		"usr/":                        {0o755, 0},
+		"usr/share/":                  {0o755, 0},
+		"usr/share/doc/":              {0o755, 0},
+		"usr/share/doc/etcd-adapter/": {0o755, 0},
+		"usr/share/doc/etcd-adapter/sbom.spdx.json": {0o644, 0},
 	}))
 	g.Expect(string(files["manager"].data)).To(Equal("\x7fELF manager"))
 	g.Expect(string(files["etc/group"].data)).To(ContainSubstring("nonroot:x:65532:"))
 
-	again, err := layerTar([]byte("\x7fELF manager"), mtime)
+	again, err := layerTar([]byte("\x7fELF manager"), []byte(`{"spdxVersion":"SPDX-2.3"}`), mtime)
 	g.Expect(err).NotTo(HaveOccurred())
 	layer2, err := layerFromTar(again)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -120,7 +120,12 @@ func variableDefaults(g Gomega) map[string]*string {
 // config/default and processed by clusterctl's SimpleProcessor with vars set (the other
 // variables get their defaults).
 func render(g Gomega, vars map[string]string) []*unstructured.Unstructured {
-	raw, err := Build(filepath.Join("..", "..", "config", "default"), "example.com/etcd-adapter:v0.0.0-test")
+	return renderDir(g, "default", vars)
+}
+
+// renderDir is render for config/<dir>.
+func renderDir(g Gomega, dir string, vars map[string]string) []*unstructured.Unstructured {
+	raw, err := Build(filepath.Join("..", "..", "config", dir), "example.com/etcd-adapter:v0.0.0-test")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(raw)).To(ContainSubstring("image: example.com/etcd-adapter:v0.0.0-test"))
 	y, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {

@@ -170,8 +170,8 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	return nil
 }
 
-// cacheOptions are Cluster API's manager cache options (only Secrets labelled with a cluster
-// name, their data dropped unless a kubeconfig), restricted to --namespace, and with
+// cacheOptions are Cluster API's manager cache options without its Secret entry (Secrets are
+// never cached), restricted to --namespace, and with
 // --watch-filter to the Clusters that carry the label. Every controller and the quorum guard
 // read Clusters through this cache, so a Cluster outside the filter does not exist for this
 // manager: nothing of it is read from its workload cluster or written. Machines are cached
@@ -186,6 +186,13 @@ func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
 		informerName = fmt.Sprintf("%s-%d", Name, n)
 	}
 	opts := capisetup.ManagerCacheOptions(scheme, informerName, o.Namespace, o.SyncPeriod)
+	// Nothing reads Secrets from the cache (see setupClusterCache), and the role grants no list
+	// or watch on them: no Secret informer may ever start.
+	for obj := range opts.ByObject {
+		if _, ok := obj.(*corev1.Secret); ok {
+			delete(opts.ByObject, obj)
+		}
+	}
 	// Nothing reads managed fields, and they are often the larger part of an object's metadata.
 	opts.DefaultTransform = cache.TransformStripManagedFields()
 	opts.ByObject[&clusterv1.Machine{}] = setup.MachineCacheOptions()
@@ -206,12 +213,12 @@ func cacheOptions(scheme *runtime.Scheme, o *Options) cache.Options {
 // on an unbuffered channel, so every such consumer must read it on a replica that does not lead
 // too (controlplane/setup turns on the ControlPlaneEtcd controller's warm-up for that).
 func setupClusterCache(ctx context.Context, mgr ctrl.Manager, o *Options) (clustercache.ClusterCache, error) {
-	secretClient, err := capisetup.CreateSecretCachingClient(mgr)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create the Secret caching client: %w", err)
-	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient:     secretClient,
+		// Note: the kubeconfig Secret is read uncached, as every other Secret the manager reads
+		// (the manager's client does not cache Secrets: capisetup.ManagerClientOptions). A
+		// caching client would list and watch the Secrets of every namespace, which needs
+		// list and watch on secrets; a GET per connection needs get only.
+		SecretClient:     mgr.GetAPIReader(),
 		Cache:            clusterCacheOptions(),
 		Client:           capisetup.ClusterCacheClientOptions(Name, o.ClusterCacheQPS, o.ClusterCacheBurst),
 		WatchFilterValue: o.WatchFilter,

@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +28,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/rbaccheck"
 )
 
 var mgmt *env.Management
@@ -140,6 +142,8 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	ns := createNamespace(ctx, g)
 	cfg := asServiceAccount(ctx, g, ns)
+	recorder := rbaccheck.NewRecorder()
+	recorder.Wrap(cfg)
 
 	o, health, diagnostics := testOptions(g)
 	o.LeaderElection, o.LeaderElectionNamespace = true, ns
@@ -154,6 +158,10 @@ func TestRun(t *testing.T) {
 	g.Expect(webhookProtocol(wh)).To(Equal("http/1.1"), "HTTP/2 is off on the webhook server (CVE-2023-44487)")
 
 	cluster := createCluster(ctx, g, ns, "k3s-a", nil)
+	// The ClusterCache connects to a Cluster whose infrastructure is provisioned, reading its
+	// kubeconfig Secret first (sigs.k8s.io/cluster-api controllers/clustercache/cluster_cache.go).
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	g.Expect(mgmt.Client.Status().Update(ctx, cluster)).To(Succeed())
 	cpe := waitForStatus(ctx, g, ns, cluster.Name)
 	g.Expect(cpe.Spec.Backend).To(Equal(v1alpha1.BackendK3s))
 	g.Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeManage))
@@ -165,8 +173,18 @@ func TestRun(t *testing.T) {
 		MatchRegexp(`etcdadapter_observation_duration_seconds_count\{backend="k3s",result="(success|error)"\} [1-9]`),
 	))
 
+	// The ClusterCache read the Cluster's kubeconfig Secret by name (it does not exist), and
+	// nothing listed or watched Secrets: the role grants get only.
+	kubeconfig := rbaccheck.Request{Verb: "get", Resource: "secrets", Namespace: ns, Name: cluster.Name + "-kubeconfig"}
+	g.Eventually(recorder.ResourceRequests).WithTimeout(time.Minute).Should(ContainElement(kubeconfig))
 	stop()
 	g.Expect(<-done).To(Succeed())
+	for _, r := range recorder.Requests() {
+		g.Expect(r.Code).NotTo(BeElementOf(http.StatusUnauthorized, http.StatusForbidden), "the apiserver refused %s", r)
+		if r.Resource == "secrets" {
+			g.Expect(r.Verb).To(Equal("get"), "the manager's Secret requests: %s", r)
+		}
+	}
 }
 
 // TestWatchFilter runs two managers that share a fleet by --watch-filter: each creates and writes

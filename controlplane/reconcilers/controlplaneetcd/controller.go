@@ -33,9 +33,9 @@ import (
 // +kubebuilder:rbac:groups=etcdadapter.cluster.x-k8s.io,resources=controlplaneetcds/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=list;watch;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=*,verbs=list;watch
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes;kthreescontrolplanes;rke2controlplanes,verbs=list;watch
 // +kubebuilder:rbac:groups=etcdcluster.cluster.x-k8s.io,resources=etcdadmclusters,verbs=list;watch
 
 // backendsFor hands out the etcd.Cluster of a Cluster and closes the one of a Cluster that is gone;

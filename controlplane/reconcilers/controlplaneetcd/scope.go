@@ -138,7 +138,8 @@ func (s *scope) machineOfMember(m etcd.Member) *clusterv1.Machine {
 const kthreesControlPlaneKind = "KThreesControlPlane"
 
 // controlPlane reads the metadata of the Cluster's control-plane object; nil when the Cluster
-// has none, or its kind is not installed, or it is gone.
+// has none, or its kind is not one the manager reads (backends.ControlPlaneKinds) or is not
+// installed, or it is gone.
 func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluster) (*metav1.PartialObjectMetadata, error) {
 	obj := &metav1.PartialObjectMetadata{}
 	found, err := backends.GetControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster, obj)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/cluster-api/core/setup"
 	"sigs.k8s.io/cluster-api/util/index"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -81,10 +82,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, er
 	return cc, nil
 }
 
-// SetupClusterCache adds a ClusterCache to mgr alone, configured as Setup configures its own,
-// for a second manager (another provider's controllers) in the same management cluster.
+// SetupClusterCache adds a ClusterCache to mgr alone, configured as Setup configures its own
+// except that it reads kubeconfig Secrets uncached (mgr.GetAPIReader()), as the etcd-adapter
+// manager does: for the etcd-adapter manager of a test (or another provider's controllers)
+// beside Cluster API's in the same management cluster. The etcd-adapter role grants get on
+// secrets, not list or watch.
 func SetupClusterCache(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, error) {
-	return setupClusterCache(ctx, mgr)
+	return setupClusterCacheWith(ctx, mgr, mgr.GetAPIReader())
 }
 
 func setupClusterCache(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, error) {
@@ -92,6 +96,10 @@ func setupClusterCache(ctx context.Context, mgr ctrl.Manager) (clustercache.Clus
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the Secret caching client: %w", err)
 	}
+	return setupClusterCacheWith(ctx, mgr, secretClient)
+}
+
+func setupClusterCacheWith(ctx context.Context, mgr ctrl.Manager, secretClient client.Reader) (clustercache.ClusterCache, error) {
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretClient,
 		Cache:        setup.ClusterCacheCacheOptions(),
