@@ -27,6 +27,7 @@ const (
 	classTLSFailed   = "TLS failed"
 	classRefused     = "refused"
 	classTooLarge    = "answered with more than etcd-adapter reads"
+	classNotAllowed  = "not in the networks etcd-adapter may dial"
 )
 
 // endpointError is why one endpoint did not answer: its Error says the endpoint and the class
@@ -54,7 +55,8 @@ func (b *Backend) classify(ctx context.Context, ep, what string, err error) erro
 
 // errorClass sorts err into a class and the etcd error class it wraps: a TLS failure is a
 // configuration problem (etcd.ErrInvalidInput, as noAnswerError reports it when every endpoint
-// fails so), a message past etcd.MaxResponseBytes is etcd.ErrTooLarge, the rest is
+// fails so), a message past etcd.MaxResponseBytes is etcd.ErrTooLarge, an address outside the
+// allowed networks is etcd.ErrEndpointNotAllowed, the rest is
 // etcd.ErrUnreachable.
 func errorClass(err error) (string, error) {
 	var certErr *tls.CertificateVerificationError
@@ -64,6 +66,8 @@ func errorClass(err error) (string, error) {
 	switch {
 	case errors.Is(err, etcd.ErrTooLarge), status.Code(err) == codes.ResourceExhausted:
 		return classTooLarge, etcd.ErrTooLarge
+	case errors.Is(err, etcd.ErrEndpointNotAllowed):
+		return classNotAllowed, etcd.ErrEndpointNotAllowed
 	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &unknownAuthority), errors.As(err, &hostname), isTLSText(err):
 		return classTLSFailed, etcd.ErrUnreachable
 	case errors.Is(err, syscall.ECONNREFUSED), strings.Contains(err.Error(), "connection refused"):
