@@ -17,8 +17,9 @@ import (
 )
 
 // Why an endpoint did not answer, in words a workload cluster's admins may read. The endpoints
-// asked include the client URLs the members' own member list reports, which whoever holds the
-// workload cluster's etcd CA key can choose: the raw dial error ("dial tcp 10.0.3.7:443:
+// asked may include client URLs a member list reports on an etcd Machine's address, and the
+// endpoints themselves are written by people who may be the workload cluster's admins: the raw
+// dial error ("dial tcp 10.0.3.7:443:
 // connect: no route to host", a TLS alert from another service, a DNS answer) would tell them
 // about the management cluster's network through the status and Events they can read. The raw
 // error goes to the manager's log only.
