@@ -65,6 +65,11 @@ const (
 	// etcd-adapter reads (a member list longer than any real etcd has, an oversized message), so
 	// etcd was not inspected. The Machines' EtcdMemberHealthy conditions carry it too.
 	EtcdClusterInputTooLargeReason = "InputTooLarge"
+
+	// EtcdClusterEndpointNotAllowedReason surfaces that the etcd endpoints configured for the
+	// Cluster resolve outside the networks the manager may dial (--etcd-allowed-networks), so
+	// they were not dialled and etcd was not inspected.
+	EtcdClusterEndpointNotAllowedReason = "EndpointNotAllowed"
 )
 
 // Reasons carried by quorum verdicts (scale-down, Machine deletion and remediation gates).

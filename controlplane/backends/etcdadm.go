@@ -108,3 +108,25 @@ func EtcdadmEndpointsOf(obj *unstructured.Unstructured) ([]string, error) {
 	}
 	return endpoints, nil
 }
+
+// EtcdadmMachineHosts returns the addresses (status.addresses) of the EtcdadmCluster's etcd
+// Machines, once each and sorted: the etcdadm controller builds status.endpoints from them
+// (controllers/status.go), and a member it joined before status.endpoints names it reports a
+// client URL on one of them. A failed list wraps etcd.ErrUnreachable.
+func EtcdadmMachineHosts(ctx context.Context, c client.Reader, cluster *clusterv1.Cluster, etcdadmCluster string) ([]string, error) {
+	list := &clusterv1.MachineList{}
+	if err := c.List(ctx, list, client.InNamespace(cluster.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name, EtcdClusterLabel: etcdadmCluster}); err != nil {
+		return nil, fmt.Errorf("%w: failed to list the etcd Machines of EtcdadmCluster %s/%s: %w", etcd.ErrUnreachable, cluster.Namespace, etcdadmCluster, err)
+	}
+	var hosts []string
+	for _, m := range list.Items {
+		for _, a := range m.Status.Addresses {
+			if a.Address != "" {
+				hosts = append(hosts, a.Address)
+			}
+		}
+	}
+	slices.Sort(hosts)
+	return slices.Compact(hosts), nil
+}

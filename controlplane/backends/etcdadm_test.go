@@ -39,6 +39,16 @@ func etcdadmCluster(name, ownerName, ownerUID string, endpoints any) *unstructur
 	return obj
 }
 
+// etcdMachine is an etcd Machine of the EtcdadmCluster etcdCluster of Cluster cluster, at addrs.
+func etcdMachine(name, cluster, etcdCluster string, addrs ...string) *clusterv1.Machine {
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster, EtcdClusterLabel: etcdCluster}}}
+	for _, a := range addrs {
+		m.Status.Addresses = append(m.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: a})
+	}
+	return m
+}
+
 func TestRegistry_For_etcdadm(t *testing.T) {
 	stacked := kcpWithEtcd(nil)
 	tests := []struct {
@@ -49,7 +59,12 @@ func TestRegistry_For_etcdadm(t *testing.T) {
 	}{
 		{name: "A Cluster that owns an EtcdadmCluster is reached at its status.endpoints, whatever its KubeadmControlPlane says",
 			objs:          []client.Object{stacked, etcdadmCluster("c-etcd", "c", "c", "https://10.0.0.2:2379,https://10.0.0.1:2379")},
-			wantEndpoints: "https://10.0.0.2:2379,https://10.0.0.1:2379"},
+			wantEndpoints: "https://10.0.0.2:2379,https://10.0.0.1:2379|"},
+		{name: "The addresses of its etcd Machines are the hosts its members may be asked at besides, once each; other Machines' are not",
+			objs: []client.Object{stacked, etcdadmCluster("c-etcd", "c", "c", "https://10.0.0.1:2379"),
+				etcdMachine("e1", "c", "c-etcd", "10.0.0.1", "e1.internal"), etcdMachine("e2", "c", "c-etcd", "10.0.0.3", "10.0.0.1"),
+				etcdMachine("other-etcd", "c", "d-etcd", "10.9.0.1"), etcdMachine("other-cluster", "d", "c-etcd", "10.9.0.2")},
+			wantEndpoints: "https://10.0.0.1:2379|10.0.0.1,10.0.0.3,e1.internal"},
 		{name: "An EtcdadmCluster with no status.endpoints yet is bad input that says so",
 			objs: []client.Object{stacked, etcdadmCluster("c-etcd", "c", "c", nil)}, wantError: "EtcdadmCluster ns/c-etcd has no status.endpoints yet"},
 		{name: "An EtcdadmCluster with empty status.endpoints is bad input",

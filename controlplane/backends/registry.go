@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,9 @@ type Registry struct {
 	// its Pod or Node went away), so that its etcd is observed again at once. It is called on
 	// gRPC's goroutines and must not block. Nil: nobody is told.
 	ConnectionLost func(cluster client.ObjectKey)
+	// AllowedNetworks are the only networks the external backend dials
+	// (external.Config.AllowedNetworks); empty allows every address.
+	AllowedNetworks []netip.Prefix
 	// Watchers are added to a workload cluster's cache next to the backend's own, every time a
 	// backend is handed out (the ClusterCache adds each name once per connection).
 	Watchers []clustercache.Watcher
@@ -56,8 +60,8 @@ type entry struct {
 	// conn identifies the ClusterCache connection a K3s backend was built on: its clients and
 	// informer change on reconnect, and the backend must be rebuilt with them.
 	conn client.Client
-	// endpoints are the external etcd endpoints an external backend was built with: it asks
-	// only those (and the members they report), so a changed list needs a new backend.
+	// endpoints are the external etcd endpoints and Machine hosts an external backend was built
+	// with: it dials only those, so a changed list needs a new backend.
 	endpoints string
 	closer    func() error
 }
@@ -141,8 +145,9 @@ func (r *Registry) kubeadm(cluster *clusterv1.Cluster) (etcd.Cluster, error) {
 }
 
 // external returns the external backend of a Cluster that owns an EtcdadmCluster or whose
-// KubeadmControlPlane has clusterConfiguration.etcd.external: it dials the endpoints listed there
-// (externalEndpoints), with the Secrets pkg/external reads. They are read on every call, so a
+// KubeadmControlPlane has clusterConfiguration.etcd.external: it dials only the endpoints listed
+// there (externalEndpoints) and, for etcdadm, client URLs on its etcd Machines' addresses, with
+// the Secrets pkg/external reads, within AllowedNetworks. They are read on every call, so a
 // changed endpoint list takes effect on the next observation (with a new backend). A Cluster with
 // neither, or whose EtcdadmCluster has no endpoints yet, is an error wrapping
 // etcd.ErrInvalidInput that says so: the endpoints are never guessed.
@@ -151,17 +156,17 @@ func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (et
 	if r.RESTMapper == nil {
 		return nil, fmt.Errorf("%w: the external etcd backend of Cluster %s needs a RESTMapper to read its control plane", etcd.ErrInvalidInput, key)
 	}
-	endpoints, err := r.externalEndpoints(ctx, cluster)
+	endpoints, hosts, err := r.externalEndpoints(ctx, cluster)
 	if err != nil {
 		return nil, err
 	}
-	joined := strings.Join(endpoints, ",")
+	joined := strings.Join(endpoints, ",") + "|" + strings.Join(hosts, ",")
 	if c, old := r.lookupEndpoints(cluster.UID, v1alpha1.BackendExternal, nil, joined); c != nil {
 		return c, nil
 	} else if old != nil {
 		_ = r.Forget(cluster.UID)
 	}
-	b, err := external.New(external.Config{Cluster: key, Endpoints: endpoints, Client: r.Client})
+	b, err := external.New(external.Config{Cluster: key, Endpoints: endpoints, MachineHosts: hosts, AllowedNetworks: r.AllowedNetworks, Client: r.Client})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the external etcd backend of Cluster %s: %w", key, err)
 	}
@@ -169,41 +174,47 @@ func (r *Registry) external(ctx context.Context, cluster *clusterv1.Cluster) (et
 	return b, nil
 }
 
-// externalEndpoints are the client URLs of the Cluster's external etcd: the status.endpoints of
-// the EtcdadmCluster it owns when it owns one (the etcdadm controller keeps them current as it
-// replaces etcd Machines, and a fork's KubeadmControlPlane copies them from there), else its
-// KubeadmControlPlane's clusterConfiguration.etcd.external.endpoints.
-func (r *Registry) externalEndpoints(ctx context.Context, cluster *clusterv1.Cluster) ([]string, error) {
+// externalEndpoints are the client URLs of the Cluster's external etcd and the hosts of its etcd
+// Machines: the status.endpoints of the EtcdadmCluster it owns when it owns one (the etcdadm
+// controller keeps them current as it replaces etcd Machines, and a fork's KubeadmControlPlane
+// copies them from there) with its etcd Machines' addresses (EtcdadmMachineHosts), else its
+// KubeadmControlPlane's clusterConfiguration.etcd.external.endpoints and no hosts.
+func (r *Registry) externalEndpoints(ctx context.Context, cluster *clusterv1.Cluster) ([]string, []string, error) {
 	key := client.ObjectKeyFromObject(cluster)
 	ref := cluster.Spec.ControlPlaneRef
 	ec, err := FindEtcdadmCluster(ctx, r.Client, r.RESTMapper, cluster)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ec != nil {
-		return EtcdadmEndpointsOf(ec)
+		endpoints, err := EtcdadmEndpointsOf(ec)
+		if err != nil {
+			return nil, nil, err
+		}
+		hosts, err := EtcdadmMachineHosts(ctx, r.Client, cluster, ec.GetName())
+		return endpoints, hosts, err
 	}
 	if ref.Kind != KubeadmControlPlaneKind {
-		return nil, fmt.Errorf("%w: backend %s reads its endpoints from the EtcdadmCluster the Cluster owns or from a KubeadmControlPlane's spec.kubeadmConfigSpec.clusterConfiguration.etcd.external; Cluster %s owns no EtcdadmCluster and its spec.controlPlaneRef is %q %q",
+		return nil, nil, fmt.Errorf("%w: backend %s reads its endpoints from the EtcdadmCluster the Cluster owns or from a KubeadmControlPlane's spec.kubeadmConfigSpec.clusterConfiguration.etcd.external; Cluster %s owns no EtcdadmCluster and its spec.controlPlaneRef is %q %q",
 			etcd.ErrInvalidInput, v1alpha1.BackendExternal, key, ref.Kind, ref.Name)
 	}
 	obj, err := ReadControlPlane(ctx, r.Client, r.RESTMapper, cluster)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if obj == nil {
-		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s does not exist (or its kind is not installed), and the Cluster owns no EtcdadmCluster; the external etcd endpoints are read from one of them",
+		return nil, nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s does not exist (or its kind is not installed), and the Cluster owns no EtcdadmCluster; the external etcd endpoints are read from one of them",
 			etcd.ErrInvalidInput, ref.Name, key)
 	}
 	kcp, err := KubeadmEtcdOf(obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !kcp.External {
-		return nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set) and the Cluster owns no EtcdadmCluster; use backend %s",
+		return nil, nil, fmt.Errorf("%w: KubeadmControlPlane %s of Cluster %s runs stacked etcd (spec.kubeadmConfigSpec.clusterConfiguration.etcd.external is not set) and the Cluster owns no EtcdadmCluster; use backend %s",
 			etcd.ErrInvalidInput, ref.Name, key, v1alpha1.BackendKubeadm)
 	}
-	return kcp.Endpoints, nil
+	return kcp.Endpoints, nil, nil
 }
 
 func (r *Registry) k3s(ctx context.Context, cluster *clusterv1.Cluster, backend v1alpha1.Backend) (etcd.Cluster, error) {

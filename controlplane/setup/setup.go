@@ -5,6 +5,7 @@ package setup
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 
 	"k8s.io/utils/ptr"
@@ -43,6 +44,9 @@ type Options struct {
 	// ObservationInterval is how often etcd is observed for a ControlPlaneEtcd without
 	// spec.observationInterval; zero means v1alpha1.DefaultObservationInterval.
 	ObservationInterval time.Duration
+	// AllowedNetworks are the only networks the external etcd backend dials
+	// (backends.Registry.AllowedNetworks); empty allows every address.
+	AllowedNetworks []netip.Prefix
 	// Webhooks registers the quorum guard and the Machine hook webhook on the manager's webhook
 	// server.
 	Webhooks bool
@@ -72,7 +76,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 	}
 	lost := controlplaneetcd.NewConnectionLost()
 	registry := &backends.Registry{Client: mgr.GetClient(), RESTMapper: mgr.GetRESTMapper(), ClusterCache: opts.ClusterCache, DialTimeout: opts.DialTimeout,
-		ConnectionLost: lost.Notify}
+		ConnectionLost: lost.Notify, AllowedNetworks: opts.AllowedNetworks}
 	if err := (&creation.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
@@ -16,15 +17,23 @@ var (
 	// ErrInvalidInput: the request or the configuration is wrong (missing CA Secret, Node
 	// without a member, ...); retrying without a change will not help.
 	ErrInvalidInput = errors.New("invalid input")
+	// ErrEndpointNotAllowed: an etcd endpoint resolves outside the networks the manager may dial
+	// (--etcd-allowed-networks); it was not dialled. It wraps ErrInvalidInput: only a change of
+	// the endpoint or of the allow-list helps.
+	ErrEndpointNotAllowed = fmt.Errorf("%w: etcd endpoint outside the networks etcd-adapter may dial", ErrInvalidInput)
 )
 
 // ConditionReasonFor maps an observation error to the EtcdClusterHealthy reason KCP uses for
 // it: ConnectionDown when etcd cannot be reached, InspectionFailed otherwise; InputTooLarge
-// (ours, not KCP's) when the workload cluster answered past a bound (ErrTooLarge).
+// (ours, not KCP's) when the workload cluster answered past a bound (ErrTooLarge);
+// EndpointNotAllowed (ours) when the endpoints lie outside the networks the manager may dial
+// (ErrEndpointNotAllowed).
 func ConditionReasonFor(err error) string {
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		return v1alpha1.EtcdClusterInputTooLargeReason
+	case errors.Is(err, ErrEndpointNotAllowed):
+		return v1alpha1.EtcdClusterEndpointNotAllowedReason
 	case errors.Is(err, ErrUnreachable):
 		return v1alpha1.EtcdClusterConnectionDownReason
 	}

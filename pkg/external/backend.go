@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -35,9 +36,20 @@ type Config struct {
 	// Cluster is the Cluster API Cluster; its namespace holds the Secrets (see the package doc).
 	Cluster client.ObjectKey
 	// Endpoints are the member client URLs to ask (https://host:port), as KCP's
-	// clusterConfiguration.etcd.external.endpoints lists them. Members the members' own member
-	// lists report are asked too, through their client URLs.
+	// clusterConfiguration.etcd.external.endpoints or an EtcdadmCluster's status.endpoints list
+	// them. A member whose own client URLs are none of these (nor on MachineHosts) is never
+	// dialled: the member list is the workload cluster's word, and a client URL in it may name
+	// any address of the management network. Such a member's health is Unknown, saying so.
 	Endpoints []string
+	// MachineHosts are the addresses of the Machines that host the members (an etcdadm
+	// Cluster's etcd Machines): a member reporting a client URL on one of these hosts is asked
+	// there too, so a member the etcdadm controller has not yet added to status.endpoints is
+	// observed. Empty: only Endpoints are dialled.
+	MachineHosts []string
+	// AllowedNetworks, when not empty, are the only networks dialled: an endpoint whose host
+	// resolves to an address outside them is refused before any connection
+	// (etcd.ErrEndpointNotAllowed), and the address connected to is checked again.
+	AllowedNetworks []netip.Prefix
 	// Client reads the Secrets from the management cluster.
 	Client client.Reader
 	// CallTimeout bounds each call to one member; zero means DefaultCallTimeout.
@@ -53,6 +65,8 @@ type Config struct {
 // member connections are kept between calls; Close closes them.
 type Backend struct {
 	cfg Config
+	// configured are cfg.Endpoints, normalised.
+	configured []string
 
 	// Cluster is Observe, MoveLeader and RemoveMember, with the membership core; its Memory
 	// keeps the cluster ID seen first, the member list seen last and the members known removed.
@@ -92,6 +106,9 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Logger = logr.Discard()
 	}
 	b := &Backend{cfg: cfg, conns: map[string]*conn{}, selfAt: map[string]uint64{}, removing: map[uint64]bool{}}
+	for _, ep := range cfg.Endpoints {
+		b.configured = append(b.configured, normalise(ep))
+	}
 	b.Ask, b.Refuse, b.CallTimeout, b.Logger = b.observe, refuseStrangers, cfg.CallTimeout, b.logger
 	return b, nil
 }
@@ -156,9 +173,7 @@ func (b *Backend) client(ctx context.Context, ep string, creds *credentials) (*c
 		// whole into the manager's memory.
 		MaxCallRecvMsgSize: etcd.MaxResponseBytes,
 	}
-	if b.cfg.DialContext != nil {
-		cfg.DialOptions = append(cfg.DialOptions, grpc.WithContextDialer(b.cfg.DialContext))
-	}
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithContextDialer(b.dial))
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, b.classify(ctx, ep, "create client", err)
@@ -186,12 +201,7 @@ func (b *Backend) probe(ctx context.Context, ep string, creds *credentials) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
 	defer cancel()
-	dial := b.cfg.DialContext
-	if dial == nil {
-		var d net.Dialer
-		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
-	}
-	raw, err := dial(ctx, u.Host)
+	raw, err := b.dial(ctx, u.Host)
 	if err != nil {
 		return fmt.Errorf("failed to connect to etcd at %s: %w", ep, err)
 	}

@@ -71,7 +71,7 @@ func Test_divergences(t *testing.T) {
 	for _, tc := range membershiptest.Divergences() {
 		t.Run(tc.Name, func(t *testing.T) {
 			g := NewWithT(t)
-			o, err := assemble(membershiptest.Memory(g, tc), membershiptest.Answers(tc, endpoint, member), time.Now())
+			o, err := assemble(membershiptest.Memory(g, tc), membershiptest.Answers(tc, endpoint, member), func(string) bool { return true }, time.Now())
 			if err != nil {
 				membershiptest.Check(g, tc, nil, err)
 				return

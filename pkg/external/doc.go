@@ -2,9 +2,11 @@
 // control plane: a KubeadmControlPlane with spec.kubeadmConfigSpec.clusterConfiguration.etcd.external,
 // where the members run outside the control-plane Machines and KCP skips every etcd check.
 //
-// The backend dials each member's client URL directly with clientv3: the endpoints it is given
-// (KCP's external.endpoints) and the client URLs the members themselves report in their member
-// lists. It verifies each server certificate against the etcd CA and presents the client
+// The backend dials members directly with clientv3, only where the Cluster's objects say: the
+// endpoints it is given (KCP's external.endpoints, an EtcdadmCluster's status.endpoints) and
+// client URLs members report on the hosts it is given (an etcdadm Cluster's etcd Machines),
+// within the allowed networks (egress.go). A client URL found only in a member list is never
+// dialled. It verifies each server certificate against the etcd CA and presents the client
 // certificate the workload apiserver itself uses. Both come from the management cluster, named
 // as Cluster API's util/secret names them for external etcd:
 //

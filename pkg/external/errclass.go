@@ -17,8 +17,9 @@ import (
 )
 
 // Why an endpoint did not answer, in words a workload cluster's admins may read. The endpoints
-// asked include the client URLs the members' own member list reports, which whoever holds the
-// workload cluster's etcd CA key can choose: the raw dial error ("dial tcp 10.0.3.7:443:
+// asked may include client URLs a member list reports on an etcd Machine's address, and the
+// endpoints themselves are written by people who may be the workload cluster's admins: the raw
+// dial error ("dial tcp 10.0.3.7:443:
 // connect: no route to host", a TLS alert from another service, a DNS answer) would tell them
 // about the management cluster's network through the status and Events they can read. The raw
 // error goes to the manager's log only.
@@ -27,6 +28,7 @@ const (
 	classTLSFailed   = "TLS failed"
 	classRefused     = "refused"
 	classTooLarge    = "answered with more than etcd-adapter reads"
+	classNotAllowed  = "not in the networks etcd-adapter may dial"
 )
 
 // endpointError is why one endpoint did not answer: its Error says the endpoint and the class
@@ -54,7 +56,8 @@ func (b *Backend) classify(ctx context.Context, ep, what string, err error) erro
 
 // errorClass sorts err into a class and the etcd error class it wraps: a TLS failure is a
 // configuration problem (etcd.ErrInvalidInput, as noAnswerError reports it when every endpoint
-// fails so), a message past etcd.MaxResponseBytes is etcd.ErrTooLarge, the rest is
+// fails so), a message past etcd.MaxResponseBytes is etcd.ErrTooLarge, an address outside the
+// allowed networks is etcd.ErrEndpointNotAllowed, the rest is
 // etcd.ErrUnreachable.
 func errorClass(err error) (string, error) {
 	var certErr *tls.CertificateVerificationError
@@ -64,6 +67,8 @@ func errorClass(err error) (string, error) {
 	switch {
 	case errors.Is(err, etcd.ErrTooLarge), status.Code(err) == codes.ResourceExhausted:
 		return classTooLarge, etcd.ErrTooLarge
+	case errors.Is(err, etcd.ErrEndpointNotAllowed):
+		return classNotAllowed, etcd.ErrEndpointNotAllowed
 	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &unknownAuthority), errors.As(err, &hostname), isTLSText(err):
 		return classTLSFailed, etcd.ErrUnreachable
 	case errors.Is(err, syscall.ECONNREFUSED), strings.Contains(err.Error(), "connection refused"):

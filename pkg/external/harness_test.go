@@ -93,13 +93,18 @@ type externalCluster struct {
 	client pki.KeyPair
 }
 
-func startExternal(t testing.TB, apiServer *env.APIServer, n int) *externalCluster {
+// startExternal starts n members; mutate may change their specs before they start.
+func startExternal(t testing.TB, apiServer *env.APIServer, n int, mutate ...func([]etcdcluster.MemberSpec)) *externalCluster {
 	t.Helper()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	name := fmt.Sprintf("ext%d", clusterSeq.Add(1))
-	c, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes(name, n)})
+	specs := etcdcluster.Nodes(name, n)
+	for _, m := range mutate {
+		m(specs)
+	}
+	c, err := etcdcluster.Start(ctx, etcdcluster.Options{Members: specs})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = c.Close() })
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "external-"}}
@@ -171,7 +176,11 @@ func (harness) Start(t *testing.T, spec etcdtest.Spec) *etcdtest.Env {
 		apiServer = s
 	}
 	e := startExternal(t, apiServer, spec.Members)
-	return &etcdtest.Env{Cluster: e.backend(t), Nodes: slices.Clone(e.nodes), Faults: &faults{e: e}}
+	// Every member of the test etcd, the learners the cases add included, listens on
+	// etcdcluster.DefaultIP: that is the address of every etcd Machine, as the registry passes an
+	// etcdadm Cluster's etcd Machine addresses, so members joined later are asked too.
+	b := e.backend(t, func(c *Config) { c.MachineHosts = []string{etcdcluster.DefaultIP} })
+	return &etcdtest.Env{Cluster: b, Nodes: slices.Clone(e.nodes), Faults: &faults{e: e}}
 }
 
 // NotApplicable: the external backend runs every case.

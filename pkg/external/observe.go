@@ -11,8 +11,8 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
 )
 
-// observe asks every endpoint, and every client URL the members report, in parallel, for its
-// status, member list and alarms (membership.Cluster.Ask): for Observe, and right before
+// observe asks every configured endpoint, and the client URLs the members report that may be
+// dialled (endpoints), in parallel, for its status, member list and alarms (membership.Cluster.Ask): for Observe, and right before
 // MoveLeader and RemoveMember; the observation reaches members with the credentials it was made
 // with. An endpoint answering for another cluster is evidence of its own, never merged. It
 // fails when no member of the cluster answered: etcd.ErrInvalidInput when every member refused
@@ -29,7 +29,7 @@ func (b *Backend) observe(ctx context.Context) (*membership.Observation, error) 
 		return nil, fmt.Errorf("%w: the etcd members report %d client URLs (at most %d are asked)", etcd.ErrTooLarge, len(endpoints), maxEndpoints)
 	}
 	answers := membership.AskAll(ctx, endpoints, 0, func(ctx context.Context, ep string) membership.Answer { return b.ask(ctx, ep, creds) })
-	o, err := assemble(&b.Memory, answers, time.Now())
+	o, err := assemble(&b.Memory, answers, b.dialable, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (b *Backend) observe(ctx context.Context) (*membership.Observation, error) 
 
 // assemble decides the view of the cluster from the answers (membership.Memory.Decide), says why
 // there is none, and builds the snapshot.
-func assemble(mem *membership.Memory, answers []membership.Answer, now time.Time) (*membership.Observation, error) {
+func assemble(mem *membership.Memory, answers []membership.Answer, dialable func(string) bool, now time.Time) (*membership.Observation, error) {
 	v, err := mem.Decide(answers)
 	switch {
 	case errors.Is(err, membership.ErrNoMemberList):
@@ -57,7 +57,7 @@ func assemble(mem *membership.Memory, answers []membership.Answer, now time.Time
 		return nil, err
 	}
 	o := &membership.Observation{View: v, Answers: answers}
-	o.Snap = snapshot(o, now)
+	o.Snap = snapshot(o, dialable, now)
 	return o, nil
 }
 
@@ -65,16 +65,14 @@ func assemble(mem *membership.Memory, answers []membership.Answer, now time.Time
 // two client URLs for each of etcd.MaxMembers members (etcdadm and kubeadm advertise one).
 const maxEndpoints = 2 * etcd.MaxMembers
 
-// endpoints are the configured endpoints and the https client URLs of the given members, once
-// each. A client URL that is not https://host:port is not asked (see checkEndpoint).
+// endpoints are the configured endpoints and the client URLs of the given members that may be
+// dialled (dialable: on a configured Machine host), once each. Any other client URL a member
+// reports is never asked.
 func (b *Backend) endpoints(members []etcd.Member) []string {
-	var out []string
-	for _, ep := range b.cfg.Endpoints {
-		out = append(out, normalise(ep))
-	}
+	out := slices.Clone(b.configured)
 	for _, m := range members {
 		for _, u := range m.ClientURLs {
-			if checkEndpoint(normalise(u)) == nil {
+			if b.dialable(u) {
 				out = append(out, normalise(u))
 			}
 		}
@@ -112,11 +110,12 @@ func (b *Backend) mayBeRemoved(ep string) bool {
 	})
 }
 
-// noAnswerError says why no member answered: ErrInvalidInput when every endpoint refused the
+// noAnswerError says why no member answered: ErrEndpointNotAllowed (an ErrInvalidInput) when
+// an endpoint lies outside the allowed networks, ErrInvalidInput when every endpoint refused the
 // credentials (retrying will not help), ErrUnreachable otherwise.
 func noAnswerError(answers []membership.Answer) error {
 	var errs []error
-	tlsOnly, tooLarge := len(answers) > 0, false
+	tlsOnly, tooLarge, notAllowed := len(answers) > 0, false, false
 	for _, a := range answers {
 		if a.Answered() {
 			continue
@@ -124,6 +123,7 @@ func noAnswerError(answers []membership.Answer) error {
 		errs = append(errs, a.Err)
 		tlsOnly = tlsOnly && isTLSFailure(a.Err)
 		tooLarge = tooLarge || errors.Is(a.Err, etcd.ErrTooLarge)
+		notAllowed = notAllowed || errors.Is(a.Err, etcd.ErrEndpointNotAllowed)
 	}
 	if len(errs) == 0 {
 		// Note: every endpoint answered, but none with a member list of the cluster.
@@ -131,6 +131,9 @@ func noAnswerError(answers []membership.Answer) error {
 	}
 	if tooLarge {
 		return fmt.Errorf("%w: no etcd member of the cluster answered within the bounds: %w", etcd.ErrTooLarge, errors.Join(errs...))
+	}
+	if notAllowed {
+		return fmt.Errorf("%w: no etcd member of the cluster answered, and its endpoints lie outside the networks etcd-adapter may dial (--etcd-allowed-networks): %w", etcd.ErrEndpointNotAllowed, errors.Join(errs...))
 	}
 	if tlsOnly {
 		return fmt.Errorf("%w: no etcd member accepted the credentials or presented a certificate the etcd CA signed: %w", etcd.ErrInvalidInput, errors.Join(errs...))

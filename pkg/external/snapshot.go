@@ -1,6 +1,7 @@
 package external
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,16 +15,19 @@ import (
 //   - the member answered about itself through one of the endpoints: what it said;
 //   - an endpoint among its client URLs answered from another cluster: that answer, so it counts
 //     against the member (split brain);
+//   - none of its client URLs may be dialled (dialable): unknown, saying none is a configured
+//     endpoint; it was not dialled, and its health is not guessed;
+//   - its client URLs were refused by the allowed networks only: unknown, saying so;
 //   - else: unreachable, with the error of its client URLs (or why it could not be asked).
 //
 // An endpoint that answers from another cluster and is no member's client URL gets evidence of
 // its own, under the ID it reports, with no Node: it is reported, never merged.
-func snapshot(o *membership.Observation, now time.Time) *etcd.Snapshot {
+func snapshot(o *membership.Observation, dialable func(string) bool, now time.Time) *etcd.Snapshot {
 	members := place(o.View.Members)
 	s := &etcd.Snapshot{Backend: BackendName, ObservedAt: now, Members: members, LeaderID: o.View.LeaderID, Alarms: slices.Clone(o.View.Alarms)}
 	used := map[string]bool{}
 	for _, m := range members {
-		s.Evidence = append(s.Evidence, memberEvidence(o, m, used, now))
+		s.Evidence = append(s.Evidence, memberEvidence(o, m, dialable, used, now))
 	}
 	for _, a := range o.Answers {
 		if used[a.Where] || (a.Answered() && a.ClusterID == o.View.ClusterID && slices.ContainsFunc(members, func(m etcd.Member) bool { return m.ID == a.SelfID })) {
@@ -35,7 +39,7 @@ func snapshot(o *membership.Observation, now time.Time) *etcd.Snapshot {
 }
 
 // memberEvidence is the evidence about member m, and marks the endpoints it used.
-func memberEvidence(o *membership.Observation, m etcd.Member, used map[string]bool, now time.Time) etcd.MemberEvidence {
+func memberEvidence(o *membership.Observation, m etcd.Member, dialable func(string) bool, used map[string]bool, now time.Time) etcd.MemberEvidence {
 	ev := etcd.MemberEvidence{MemberID: m.ID, NodeName: m.NodeName, ObservedAt: now}
 	for _, al := range o.View.Alarms {
 		if al.MemberID == m.ID {
@@ -49,8 +53,13 @@ func memberEvidence(o *membership.Observation, m etcd.Member, used map[string]bo
 		ev.Status = a.Status
 		return ev
 	}
+	if len(m.ClientURLs) > 0 && !slices.ContainsFunc(m.ClientURLs, dialable) {
+		ev.Contact, ev.Error = etcd.ContactUnknown, fmt.Sprintf("etcd member %s reports client URLs (%s) none of which is a configured etcd endpoint of the Cluster, so it was not dialled",
+			m, etcd.SanitizeText(strings.Join(m.ClientURLs, ", "), etcd.MaxTextBytes))
+		return ev
+	}
 	var errs []string
-	stranger := false
+	stranger, refusedOnly := false, true
 	for _, u := range m.ClientURLs {
 		a, ok := o.At(normalise(u))
 		switch {
@@ -58,6 +67,7 @@ func memberEvidence(o *membership.Observation, m etcd.Member, used map[string]bo
 		case !a.Answered():
 			used[a.Where] = true
 			errs = append(errs, a.Err.Error())
+			refusedOnly = refusedOnly && errors.Is(a.Err, etcd.ErrEndpointNotAllowed)
 		case a.ClusterID != o.View.ClusterID:
 			used[a.Where] = true
 			ev, stranger = answered(ev, a), true
@@ -71,6 +81,8 @@ func memberEvidence(o *membership.Observation, m etcd.Member, used map[string]bo
 	case stranger:
 	case len(m.ClientURLs) == 0:
 		ev.Contact, ev.Error = etcd.ContactUnreachable, fmt.Sprintf("etcd member %s has no client URL, so it cannot be asked", m)
+	case len(errs) > 0 && refusedOnly:
+		ev.Contact, ev.Error = etcd.ContactUnknown, strings.Join(errs, "; ")
 	case len(errs) == 0:
 		ev.Contact, ev.Error = etcd.ContactUnreachable, fmt.Sprintf("no endpoint answered as etcd member %s (https client URLs asked of %s)", m, etcd.SanitizeText(strings.Join(m.ClientURLs, ", "), etcd.MaxTextBytes))
 	default:
@@ -84,8 +96,12 @@ func endpointEvidence(o *membership.Observation, a membership.Answer, now time.T
 	ev := etcd.MemberEvidence{MemberID: a.SelfID, ObservedAt: now}
 	switch {
 	case !a.Answered():
-		// A configured endpoint no member lists as its client URL, that does not answer.
+		// A configured endpoint no member lists as its client URL, that does not answer (or was
+		// not dialled: outside the allowed networks).
 		ev.Contact, ev.Error = etcd.ContactUnreachable, a.Err.Error()
+		if errors.Is(a.Err, etcd.ErrEndpointNotAllowed) {
+			ev.Contact = etcd.ContactUnknown
+		}
 		return ev
 	case a.Removed != "":
 		ev.Contact, ev.Error = etcd.ContactUnknown, fmt.Sprintf("endpoint %s: %s", a.Where, a.Removed)

@@ -112,9 +112,14 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	if err := addChecks(mgr, o, cc); err != nil {
 		return nil, err
 	}
+	allowed, err := o.AllowedNetworks()
+	if err != nil {
+		return nil, err
+	}
 	if _, err := setup.Setup(ctx, mgr, setup.Options{
 		ClusterCache: cc, Concurrency: o.Concurrency, Webhooks: o.Webhooks, WatchFilter: o.WatchFilter, Namespace: o.Namespace,
 		CallTimeout: o.EtcdCallTimeout, DialTimeout: o.EtcdDialTimeout, ObservationInterval: o.ObservationInterval,
+		AllowedNetworks: allowed,
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the etcd-adapter controllers: %w", err)
 	}

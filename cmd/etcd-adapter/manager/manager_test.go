@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -93,6 +94,9 @@ func TestOptions_Validate(t *testing.T) {
 			expectErr: "--observation-interval must be positive, got 0s"},
 		{name: "negative observation interval", change: func(o *Options) { o.ObservationInterval = -time.Minute },
 			expectErr: "--observation-interval must be positive, got -1m0s"},
+		{name: "allowed networks that are CIDRs are accepted", change: func(o *Options) { o.EtcdAllowedNetworks = []string{"10.0.0.0/8", " fd00::/8"} }},
+		{name: "an allowed network that is not a CIDR is refused, naming the flag", change: func(o *Options) { o.EtcdAllowedNetworks = []string{"10.0.0.0/8", "10.0.0.1"} },
+			expectErr: `--etcd-allowed-networks: "10.0.0.1" is not a CIDR (e.g. 10.0.0.0/8): netip.ParsePrefix("10.0.0.1"): no '/'`},
 		{name: "renew deadline not shorter than the lease", change: func(o *Options) {
 			o.LeaderElection, o.LeaderElectionRenewDeadline = true, o.LeaderElectionLeaseDuration
 		}, expectErr: "--leader-elect-renew-deadline (15s) must be shorter than --leader-elect-lease-duration (15s)"},
@@ -120,14 +124,18 @@ func TestOptions_AddFlags(t *testing.T) {
 	g.Expect(o.ObservationInterval).To(Equal(v1alpha1.DefaultObservationInterval))
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
-	g.Expect(fs.Parse([]string{"--etcd-dial-timeout=3s", "--observation-interval=1m30s", "--etcd-call-timeout=7s"})).To(Succeed())
+	g.Expect(o.EtcdAllowedNetworks).To(BeEmpty(), "every address is allowed by default")
+	g.Expect(fs.Parse([]string{"--etcd-dial-timeout=3s", "--observation-interval=1m30s", "--etcd-call-timeout=7s", "--etcd-allowed-networks=10.0.0.0/8,fd00::/8"})).To(Succeed())
+	allowed, err := o.AllowedNetworks()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(allowed).To(Equal([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}))
 	g.Expect(o.EtcdDialTimeout).To(Equal(3 * time.Second))
 	g.Expect(o.ObservationInterval).To(Equal(90 * time.Second))
 	g.Expect(o.EtcdCallTimeout).To(Equal(7 * time.Second))
 	g.Expect(o.Validate()).To(Succeed())
 
 	g.Expect(fs.Parse([]string{"--observation-interval=0s"})).To(Succeed())
-	_, err := New(context.Background(), mgmt.Config, o)
+	_, err = New(context.Background(), mgmt.Config, o)
 	g.Expect(err).To(MatchError(ContainSubstring("--observation-interval must be positive, got 0s")))
 }
 

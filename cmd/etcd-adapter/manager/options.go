@@ -3,6 +3,8 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -104,6 +106,9 @@ type Options struct {
 	// ObservationInterval is how often etcd is observed when nothing else happens, for every
 	// ControlPlaneEtcd without spec.observationInterval (the spec wins).
 	ObservationInterval time.Duration
+	// EtcdAllowedNetworks are the CIDRs the external etcd backend may dial; empty allows every
+	// address. See AllowedNetworks.
+	EtcdAllowedNetworks []string
 
 	// SkipNameValidation lets more than one manager run in a process (controller names must be
 	// unique per process otherwise). Only used for tests and the demo.
@@ -188,6 +193,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Bound on one observation of a workload cluster's etcd, dials to kubeadm etcd members included. Must be longer than --etcd-dial-timeout.")
 	fs.DurationVar(&o.EtcdDialTimeout, "etcd-dial-timeout", o.EtcdDialTimeout,
 		"Bound on opening one port-forward and TLS handshake to a kubeadm etcd member (through the workload apiserver). Must be shorter than --etcd-call-timeout.")
+	fs.StringSliceVar(&o.EtcdAllowedNetworks, "etcd-allowed-networks", o.EtcdAllowedNetworks,
+		"Comma-separated CIDRs (e.g. 10.0.0.0/8,fd00::/8) the external etcd backend may dial; an endpoint whose host resolves outside them is not dialled. Empty: every address.")
 	fs.DurationVar(&o.ObservationInterval, "observation-interval", o.ObservationInterval,
 		"How often each Cluster's etcd is observed when no event arrives, for ControlPlaneEtcds without spec.observationInterval (which wins).")
 }
@@ -218,9 +225,26 @@ func (o *Options) Validate() error {
 	if o.ObservationInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--observation-interval must be positive, got %s", o.ObservationInterval))
 	}
+	if _, err := o.AllowedNetworks(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.LeaderElection && o.LeaderElectionRenewDeadline >= o.LeaderElectionLeaseDuration {
 		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be shorter than --leader-elect-lease-duration (%s)",
 			o.LeaderElectionRenewDeadline, o.LeaderElectionLeaseDuration))
 	}
 	return errors.Join(errs...)
+}
+
+// AllowedNetworks parses --etcd-allowed-networks. A value that is not a CIDR is an error naming
+// the flag: a typo must not silently allow, or forbid, every address.
+func (o *Options) AllowedNetworks() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(o.EtcdAllowedNetworks))
+	for _, n := range o.EtcdAllowedNetworks {
+		p, err := netip.ParsePrefix(strings.TrimSpace(n))
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-allowed-networks: %q is not a CIDR (e.g. 10.0.0.0/8): %w", n, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

@@ -35,7 +35,7 @@ func (m *Member) embedConfig() *embed.Config {
 	cfg.Name = m.Name()
 	cfg.Dir = m.DataDir()
 	cfg.ListenClientUrls = []url.URL{m.client}
-	cfg.AdvertiseClientUrls = []url.URL{m.client}
+	cfg.AdvertiseClientUrls = append([]url.URL{m.client}, m.advertise...)
 	cfg.ListenPeerUrls = []url.URL{m.peer}
 	cfg.AdvertisePeerUrls = []url.URL{m.peer}
 	cfg.InitialCluster = m.initialCluster

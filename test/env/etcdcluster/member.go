@@ -20,6 +20,8 @@ type Member struct {
 	dir      string
 	client   url.URL
 	peer     url.URL
+	// advertise are the client URLs advertised besides client (MemberSpec.AdvertiseClientURLs).
+	advertise []url.URL
 
 	mu             sync.Mutex
 	etcd           *embed.Etcd
@@ -45,6 +47,13 @@ func newMember(s *settings, spec MemberSpec) (*Member, error) {
 		dir:      filepath.Join(s.dir, spec.MemberName),
 		client:   httpsURL(spec.IP, clientPort),
 		peer:     httpsURL(spec.IP, peerPort),
+	}
+	for _, a := range spec.AdvertiseClientURLs {
+		u, err := url.Parse(a)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: advertised client URL %q: %w", spec.MemberName, a, err)
+		}
+		m.advertise = append(m.advertise, *u)
 	}
 	if err := m.writeCerts(); err != nil {
 		return nil, err

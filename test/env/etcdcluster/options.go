@@ -27,6 +27,10 @@ type MemberSpec struct {
 	// IP is the loopback address the member listens on; empty means DefaultIP. Any 127.0.0.0/8
 	// address works on Linux without configuration.
 	IP string
+	// AdvertiseClientURLs are client URLs the member reports in the member list besides its
+	// own. etcd advertises what it is told, listening there or not (--advertise-client-urls),
+	// so a member can point whoever follows its member list at any address.
+	AdvertiseClientURLs []string
 }
 
 // Options configures a cluster.
