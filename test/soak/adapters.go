@@ -109,9 +109,9 @@ type controllerReplica struct {
 
 func (w *world) startControllerReplica(ctx context.Context, name string) (*controllerReplica, error) {
 	p, err := w.bin.Start(ctx, managerproc.Options{Log: filepath.Join(w.logDir, name+".log"), Args: []string{
-		"--leader-elect=true", "--leader-elect-id="+leaderElectionID, "--leader-elect-namespace="+adapterNamespace,
-		"--leader-elect-lease-duration="+leaseDuration.String(), "--leader-elect-renew-deadline="+renewDeadline.String(),
-		"--leader-elect-retry-period="+retryPeriod.String(), "--etcd-call-timeout="+callTimeout.String(), "-v=2"}})
+		"--leader-elect=true", "--leader-elect-id=" + leaderElectionID, "--leader-elect-namespace=" + adapterNamespace,
+		"--leader-elect-lease-duration=" + leaseDuration.String(), "--leader-elect-renew-deadline=" + renewDeadline.String(),
+		"--leader-elect-retry-period=" + retryPeriod.String(), "--etcd-call-timeout=" + callTimeout.String(), "-v=2"}})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start etcd-adapter replica %s: %w", name, err)
 	}
