@@ -28,7 +28,7 @@ import (
 // annotations pass, so the policy refuses only what it names.
 func TestGuardedAnnotationsPolicy(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	crds, err := capi.CoreCRDDir()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -101,9 +101,15 @@ func TestGuardedAnnotationsPolicy(t *testing.T) {
 	refused := func(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }
 	yes := ptrTo(v1alpha1.AnnotationTrue)
 
-	// A policy takes effect once the apiserver has compiled it, a moment after it is created.
+	// RBAC and a policy take effect once the apiserver's informers have them, a moment after they
+	// are created (longer on a loaded machine): first the tenant may patch at all, so that a
+	// refusal below is the policy's and not RBAC's, then the policy refuses.
+	g.Eventually(func() error { return annotate(tenant, machine, "example.com/ready", ptrTo("yes")) }).
+		WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), "RBAC lets the tenant patch Machines")
+	g.Eventually(func() error { return annotate(breakGlass, machine, "example.com/ready", nil) }).
+		WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), "RBAC lets the break-glass group patch Machines")
 	g.Eventually(func() bool { return refused(annotate(tenant, machine, v1alpha1.SkipQuorumGuardAnnotation, yes)) }).
-		WithTimeout(time.Minute).Should(BeTrue(), "a tenant's admin must not skip the quorum guard")
+		WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeTrue(), "a tenant's admin must not skip the quorum guard")
 	for _, key := range []string{v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.ReleaseHookAnnotation, v1alpha1.RetryRemovalAnnotation} {
 		err := annotate(tenant, machine, key, yes)
 		g.Expect(refused(err)).To(BeTrue(), "tenant setting %s: %v", key, err)
