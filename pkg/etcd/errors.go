@@ -21,6 +21,10 @@ var (
 	// (--etcd-allowed-networks); it was not dialled. It wraps ErrInvalidInput: only a change of
 	// the endpoint or of the allow-list helps.
 	ErrEndpointNotAllowed = fmt.Errorf("%w: etcd endpoint outside the networks etcd-adapter may dial", ErrInvalidInput)
+	// ErrLeaderNotReachable: the member the others name leader did not answer the backend, so
+	// leadership cannot be moved through it (etcd takes MoveLeader from the leader only). Its
+	// peers may still reach it. It wraps ErrUnreachable.
+	ErrLeaderNotReachable = fmt.Errorf("%w: the etcd leader did not answer", ErrUnreachable)
 )
 
 // ConditionReasonFor maps an observation error to the EtcdClusterHealthy reason KCP uses for

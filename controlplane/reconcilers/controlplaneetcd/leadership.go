@@ -2,6 +2,7 @@ package controlplaneetcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -14,19 +15,22 @@ import (
 
 // moveLeadershipOff moves leadership to the best candidate when target leads. It returns what it
 // did when leadership changed (a change: the pass ends there), and "" when target does not lead
-// or the backend moves leadership itself as part of the removal.
+// or the backend moves leadership itself as part of the removal, or leadership cannot be moved
+// because the leader does not answer (it is then removed while it leads, with a Warning Event).
 func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (string, error) {
 	if s.snapshot.LeaderID != target.ID {
 		return "", nil
 	}
 	candidates := etcd.LeaderCandidates(etcd.AssessMembers(s.snapshot, s.now), s.machineFacts(), target)
 	var errs []string
+	leaderNotReachable := true
 	for _, c := range candidates {
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 		move, err := s.backend.MoveLeader(callCtx, target, c)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", c, err))
+			leaderNotReachable = leaderNotReachable && errors.Is(err, etcd.ErrLeaderNotReachable)
 			continue
 		}
 		switch move.Outcome {
@@ -38,6 +42,16 @@ func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *cluster
 				r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventLeaderMoved, move.Warning)
 			}
 		}
+		return "", nil
+	}
+	if len(errs) > 0 && leaderNotReachable {
+		// Important! etcd takes MoveLeader from the leader only, and this one does not answer the
+		// backend (a kubeadm member whose Node object was deleted has no Pod to port-forward to),
+		// while its peers may still follow it. Waiting would hold the removal for as long as that
+		// lasts; removing it while it leads is safe for quorum (the projection allowed it) and
+		// costs one election: the leader steps down once it applies its own removal (etcd raft).
+		r.event(s, m, corev1.EventTypeWarning, v1alpha1.EventLeaderMoveFailed, fmt.Sprintf(
+			"Could not move etcd leadership off %s, which does not answer (%s); removing it while it leads, and etcd elects a new leader", target, strings.Join(errs, "; ")))
 		return "", nil
 	}
 	if len(errs) > 0 {

@@ -129,7 +129,8 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	moved, err := r.moveLeadershipOff(ctx, s, m, target)
 	switch {
 	case err != nil:
-		return failed().after(removalPollInterval), err
+		return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removal of etcd member %s of Machine %s waits for its leadership to move: %v", target, m.Name, err)).
+			after(removalPollInterval), err
 	case moved != "":
 		r.atStep(ctx, StepLeaderMoved)
 		return acted(v1alpha1.ProgressingMemberRemovalReason, moved).after(removalPollInterval), nil

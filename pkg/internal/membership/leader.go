@@ -52,7 +52,7 @@ func leaderToMove(o *Observation, id uint64) (Answer, bool, error) {
 	case ok:
 		return a, a.LeaderID == a.SelfID, nil
 	case id != 0 && o.Snap.LeaderID == id:
-		return a, false, fmt.Errorf("%w: etcd member %x leads but did not answer, so leadership cannot be moved through it", etcd.ErrUnreachable, id)
+		return a, false, fmt.Errorf("%w: etcd member %x leads but did not answer, so leadership cannot be moved through it", etcd.ErrLeaderNotReachable, id)
 	}
 	return a, false, nil
 }
