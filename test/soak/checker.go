@@ -29,11 +29,14 @@ type checker struct {
 	prev    map[uint64]*pb.Member
 	cli     *clientv3.Client
 	flagged map[string]bool
+	// seen are the Machines an earlier sample listed: only a Machine seen before can be gone (a
+	// join records its Machine while creating it, between a sample's listing and its checks).
+	seen    map[string]bool
 	samples int
 }
 
 func (k *checker) run(ctx context.Context) {
-	k.flagged = map[string]bool{}
+	k.flagged, k.seen = map[string]bool{}, map[string]bool{}
 	defer func() {
 		if k.cli != nil {
 			_ = k.cli.Close()
@@ -112,6 +115,9 @@ func (k *checker) sample(ctx context.Context) {
 	k.checkHooks(after, ms)
 	k.checkDoubleRemovals()
 	k.prev = after
+	for name := range ms {
+		k.seen[name] = true
+	}
 }
 
 func (k *checker) checkRemovals(from, to map[uint64]*pb.Member, ms map[string]*clusterv1.Machine) {
@@ -145,7 +151,7 @@ func (k *checker) checkHooks(listed map[uint64]*pb.Member, ms map[string]*cluste
 		}
 		m, exists := ms[rec.name]
 		switch {
-		case !exists:
+		case !exists && k.seen[rec.name]:
 			k.flag("hook/"+rec.name, "Machine %s is gone while its member %s/%x is listed", rec.name, lm.Name, id)
 		case !m.DeletionTimestamp.IsZero() && m.Annotations[v1alpha1.PreTerminateHookAnnotation] == "":
 			k.flag("hook/"+rec.name, "hook released from deleting Machine %s while its member %s/%x is listed", rec.name, lm.Name, id)
