@@ -97,10 +97,13 @@ func sameHost(a, b string) bool {
 	return strings.EqualFold(a, b)
 }
 
-// MembersPossiblyOf returns the members that may belong to Machine m although MembersOfMachine
-// does not tie them to it: no other Machine of machines claims them, and m does not yet report
-// the identity that would tell: a member placed on a Node is told apart by m's Node, a member
-// with a peer URL by m's addresses.
+// MembersPossiblyOf returns the started members that may belong to Machine m although
+// MembersOfMachine does not tie them to it: no other Machine of machines claims them, and m does
+// not yet report the identity that would tell: a member placed on a Node is told apart by m's
+// Node, a member with a peer URL by m's addresses.
+//
+// Note: a member that never started holds no data and does not vote; releasing a Machine that
+// may have been its host leaves a ghost, which the ghost clean-up removes once the join is over.
 //
 // Important! "No member belongs to the Machine" proves nothing while this is not empty. Cluster
 // API copies a Machine's addresses from its infrastructure Machine on a later reconcile
@@ -110,7 +113,7 @@ func sameHost(a, b string) bool {
 func MembersPossiblyOf(members []Member, machines []Machine, m Machine) []Member {
 	var out []Member
 	for _, mb := range members {
-		if namedFor(mb, m) || peerOn(mb, m) || claimedByAnother(mb, machines, m) {
+		if !mb.Started() || namedFor(mb, m) || peerOn(mb, m) || claimedByAnother(mb, machines, m) {
 			continue
 		}
 		if toldApart(mb, m) {
