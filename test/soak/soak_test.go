@@ -65,6 +65,9 @@ func readSettings(t *testing.T) (settings, bool) {
 	return st, true
 }
 
+// eventTimeout bounds one event's play.
+const eventTimeout = 3 * time.Minute
+
 // figures are the per-backend counts the soak prints.
 type figures struct {
 	scenarios, events, violations, waits int
@@ -158,7 +161,12 @@ func runScenario(ctx context.Context, t *testing.T, w *world, st settings, i int
 		s.events++
 		f.kinds[ev.name]++
 		s.logf("scenario %d (%s) event %d: %s", i, backend, s.events, ev.name)
-		if err := ev.play(s, ctx); err != nil {
+		// An event that hangs (a MemberAdd into a cluster that is losing its members) must not
+		// stop the soak: it fails as an event, and the checker and converge judge what it left.
+		ectx, cancel := context.WithTimeout(ctx, eventTimeout)
+		err := ev.play(s, ectx)
+		cancel()
+		if err != nil {
 			s.logf("  %s failed: %s", ev.name, firstLine(err.Error()))
 		}
 		s.pause(ctx)
