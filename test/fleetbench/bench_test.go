@@ -77,7 +77,7 @@ func BenchmarkFleet(b *testing.B) {
 	mgmt := startManagement(ctx, b)
 	for range b.N {
 		dir := b.TempDir()
-		bin, err := buildManager(ctx, mgmt.Config, dir)
+		bin, err := managerproc.Build(ctx, dir, mgmt.Config)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func runFleet(ctx context.Context, mgmt *env.Management, bin managerproc.Binary,
 	}
 	defer func() {
 		if proc != nil {
-			err = errors.Join(err, proc.stop())
+			err = errors.Join(err, proc.Stop())
 		}
 	}()
 	// The baseline: the manager ready, no workload cluster yet, after the same settling time
@@ -185,7 +185,7 @@ func runFleet(ctx context.Context, mgmt *env.Management, bin managerproc.Binary,
 	}
 	printGoroutineGrowth(backend, baseGroups, afterGroups)
 	if backend == v1alpha1.BackendK3s && os.Getenv("FLEET_SHARD") == "1" {
-		if err := proc.stop(); err != nil {
+		if err := proc.Stop(); err != nil {
 			return err
 		}
 		proc = nil

@@ -2,17 +2,13 @@ package fleetbench
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/managerproc"
 )
@@ -25,16 +21,10 @@ type managerProcess struct {
 	profiler string
 }
 
-// buildManager builds cmd/etcd-adapter and writes a kubeconfig for the management cluster cfg
-// into dir.
-func buildManager(ctx context.Context, cfg *rest.Config, dir string) (managerproc.Binary, error) {
-	return managerproc.Build(ctx, dir, cfg)
-}
-
 // startManagerProcess starts the manager binary with the management cluster's kubeconfig,
 // webhooks off, and the given --watch-filter ("all": none), and waits until it is ready.
 func startManagerProcess(ctx context.Context, bin managerproc.Binary, dir, shard string, extraArgs ...string) (*managerProcess, error) {
-	profiler, err := freeAddrErr()
+	profiler, err := managerproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -61,27 +51,6 @@ func startManagerProcess(ctx context.Context, bin managerproc.Binary, dir, shard
 		return nil, err
 	}
 	return &managerProcess{Process: p, profiler: profiler}, nil
-}
-
-// stop sends SIGTERM and waits for the graceful shutdown.
-func (p *managerProcess) stop() error { return p.Stop() }
-
-func freeAddrErr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("failed to find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
-
-func statusOf(url string) (int, error) {
-	resp, err := http.Get(url) //nolint:noctx // a local probe
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	return resp.StatusCode, nil
 }
 
 func body(url string) (string, error) {

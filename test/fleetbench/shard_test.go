@@ -33,7 +33,7 @@ func (f *fleet) shard(ctx context.Context, bin managerproc.Binary, dir string, w
 	procs := map[string]*managerProcess{}
 	defer func() {
 		for _, p := range procs {
-			_ = p.stop()
+			_ = p.Stop()
 		}
 	}()
 	for _, shard := range []string{"a", "b"} {
