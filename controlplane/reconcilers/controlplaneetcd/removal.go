@@ -36,9 +36,11 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 	switch {
 	case inFlight != nil && !slices.ContainsFunc(targets, record.isOf):
 		return r.confirmRemoval(ctx, s, m, *inFlight, len(targets))
-	case len(targets) == 0 && len(s.membersPossiblyOf(m)) > 0:
-		return identityPending(m, s.membersPossiblyOf(m)), nil
 	case len(targets) == 0:
+		facts := etcd.MachineFacts(m)
+		if possible := etcd.MembersPossiblyOf(s.snapshot.Members, s.machineFacts(), facts); len(possible) > 0 {
+			return identityPending(facts, possible), nil
+		}
 		r.atStep(ctx, StepRemovedBeforeRelease)
 		return released(), r.releaseRemoved(ctx, s, m, noMemberReason(s, m))
 	case len(targets) == len(s.snapshot.Members):
@@ -69,16 +71,11 @@ func (r *Reconciler) lastMember(ctx context.Context, s *scope, m *clusterv1.Mach
 		m.Name, s.cluster.Name, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue)), nil
 }
 
-// membersPossiblyOf returns the members of this pass's observation that no Machine is tied to
-// and that m, which no member is tied to, cannot be told apart from yet (etcd.MembersPossiblyOf).
-func (s *scope) membersPossiblyOf(m *clusterv1.Machine) []etcd.Member {
-	return etcd.MembersPossiblyOf(s.snapshot.Members, s.machineFacts(), etcd.MachineFacts(m))
-}
-
-// identityPending waits for what would tell m from the members possible: absence of a tie is no
+// identityPending waits for what would tell m from the members possible
+// (etcd.MembersPossiblyOf): absence of a tie is no
 // proof while the Machine does not report its Node or addresses, so the hook stays until Cluster
 // API copies them, or the member is tied to another Machine, or it leaves etcd.
-func identityPending(m *clusterv1.Machine, possible []etcd.Member) outcome {
+func identityPending(m etcd.Machine, possible []etcd.Member) outcome {
 	names := make([]string, 0, len(possible))
 	for _, mb := range possible {
 		names = append(names, mb.String())
@@ -86,15 +83,7 @@ func identityPending(m *clusterv1.Machine, possible []etcd.Member) outcome {
 	return waiting(v1alpha1.ProgressingRemovalBlockedReason, fmt.Sprintf(
 		"No etcd member is tied to deleting Machine %s, but etcd member(s) %s belong to no other Machine and the Machine does not report yet what would tell them apart (Node %q, addresses %v): "+
 			"one may be its member, so its hook stays until Cluster API copies the Machine's Node or addresses, or the member leaves etcd (if none of them is its member, annotate the Machine %s=%s)",
-		m.Name, strings.Join(names, ", "), m.Status.NodeRef.Name, addresses(m), v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue)).after(blockedRecheckInterval)
-}
-
-func addresses(m *clusterv1.Machine) []string {
-	out := make([]string, 0, len(m.Status.Addresses))
-	for _, a := range m.Status.Addresses {
-		out = append(out, a.Address)
-	}
-	return out
+		m.Name, strings.Join(names, ", "), m.NodeName, m.Addresses, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue)).after(blockedRecheckInterval)
 }
 
 // noMemberReason says why no member belongs to the Machine, for the release.
