@@ -69,6 +69,8 @@ require (
 	github.com/drone/envsubst/v2 v2.0.0-20210730161058-179042472c46 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
+	github.com/etcd-adapter/etcd-adapter/pkg/etcd v0.0.0
+	github.com/etcd-adapter/etcd-adapter/pkg/k3s v0.0.0
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/flatcar/container-linux-config-transpiler v0.9.4 // indirect
@@ -182,3 +184,7 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/etcd-adapter/etcd-adapter/pkg/etcd => ./pkg/etcd
+
+replace github.com/etcd-adapter/etcd-adapter/pkg/k3s => ./pkg/k3s

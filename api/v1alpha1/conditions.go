@@ -1,32 +1,33 @@
 package v1alpha1
 
 import (
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
 // EtcdMemberHealthy condition, set on each control-plane Machine, and its reasons.
 const (
 	// EtcdMemberHealthyCondition surfaces the health of the etcd member hosted on a Machine.
-	EtcdMemberHealthyCondition = controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition
+	EtcdMemberHealthyCondition = etcd.MemberHealthyCondition
 
 	// EtcdMemberHealthyReason surfaces that the member is a healthy voter.
-	EtcdMemberHealthyReason = controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyReason
+	EtcdMemberHealthyReason = etcd.MemberHealthyReason
 
 	// EtcdMemberNotHealthyReason surfaces a member that is missing, a learner, alarmed, not
 	// answering, unhealthy, or disagreeing with its peers.
-	EtcdMemberNotHealthyReason = controlplanev1.KubeadmControlPlaneMachineEtcdMemberNotHealthyReason
+	EtcdMemberNotHealthyReason = etcd.MemberNotHealthyReason
 
 	// EtcdMemberInspectionFailedReason surfaces that the member's health could not be inspected,
 	// including evidence too old to trust.
-	EtcdMemberInspectionFailedReason = controlplanev1.KubeadmControlPlaneMachineEtcdMemberInspectionFailedReason
+	EtcdMemberInspectionFailedReason = etcd.MemberInspectionFailedReason
 
 	// EtcdMemberConnectionDownReason surfaces that the workload cluster cannot be reached.
-	EtcdMemberConnectionDownReason = controlplanev1.KubeadmControlPlaneMachineEtcdMemberConnectionDownReason
+	EtcdMemberConnectionDownReason = etcd.MemberConnectionDownReason
 
 	// EtcdMemberDeletingReason surfaces that the Machine hosting the member is being deleted.
-	EtcdMemberDeletingReason = controlplanev1.KubeadmControlPlaneMachineEtcdMemberDeletingReason
+	EtcdMemberDeletingReason = etcd.MemberDeletingReason
 )
 
 // MemberHealthyMachineCondition is etcd-adapter's own condition on each control-plane Machine (and
@@ -44,58 +45,58 @@ const MemberHealthyMachineCondition = "EtcdAdapterMemberHealthy"
 const (
 	// EtcdClusterHealthyCondition aggregates the members' health plus cluster-wide checks:
 	// ghost and never-started members, member-list and cluster-ID agreement, a leader.
-	EtcdClusterHealthyCondition = controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition
+	EtcdClusterHealthyCondition = etcd.ClusterHealthyCondition
 
 	// EtcdClusterHealthyReason surfaces a healthy etcd cluster.
-	EtcdClusterHealthyReason = controlplanev1.KubeadmControlPlaneEtcdClusterHealthyReason
+	EtcdClusterHealthyReason = etcd.ClusterHealthyReason
 
 	// EtcdClusterNotHealthyReason surfaces an etcd cluster with at least one problem.
-	EtcdClusterNotHealthyReason = controlplanev1.KubeadmControlPlaneEtcdClusterNotHealthyReason
+	EtcdClusterNotHealthyReason = etcd.ClusterNotHealthyReason
 
 	// EtcdClusterHealthUnknownReason surfaces that some member's health is unknown.
-	EtcdClusterHealthUnknownReason = controlplanev1.KubeadmControlPlaneEtcdClusterHealthUnknownReason
+	EtcdClusterHealthUnknownReason = etcd.ClusterHealthUnknownReason
 
 	// EtcdClusterInspectionFailedReason surfaces that etcd could not be inspected.
-	EtcdClusterInspectionFailedReason = controlplanev1.KubeadmControlPlaneEtcdClusterInspectionFailedReason
+	EtcdClusterInspectionFailedReason = etcd.ClusterInspectionFailedReason
 
 	// EtcdClusterConnectionDownReason surfaces that the workload cluster cannot be reached.
-	EtcdClusterConnectionDownReason = controlplanev1.KubeadmControlPlaneEtcdClusterConnectionDownReason
+	EtcdClusterConnectionDownReason = etcd.ClusterConnectionDownReason
 
 	// EtcdClusterInputTooLargeReason surfaces that the workload cluster answered with more than
 	// etcd-adapter reads (a member list longer than any real etcd has, an oversized message), so
 	// etcd was not inspected. The Machines' EtcdMemberHealthy conditions carry it too.
-	EtcdClusterInputTooLargeReason = "InputTooLarge"
+	EtcdClusterInputTooLargeReason = etcd.ClusterInputTooLargeReason
 
 	// EtcdClusterEndpointNotAllowedReason surfaces that the etcd endpoints configured for the
 	// Cluster resolve outside the networks the manager may dial (--etcd-allowed-networks), so
 	// they were not dialled and etcd was not inspected.
-	EtcdClusterEndpointNotAllowedReason = "EndpointNotAllowed"
+	EtcdClusterEndpointNotAllowedReason = etcd.ClusterEndpointNotAllowedReason
 )
 
 // Reasons carried by quorum verdicts (scale-down, Machine deletion and remediation gates).
 const (
 	// MemberRemovalSafeReason says the removal keeps a healthy majority in every outcome.
-	MemberRemovalSafeReason = "MemberRemovalSafe"
+	MemberRemovalSafeReason = etcd.RemovalSafeReason
 
 	// MemberRemovalWouldLoseQuorumReason says that after the removal healthy voters might not be
 	// a majority of voters.
-	MemberRemovalWouldLoseQuorumReason = "WouldLoseQuorum"
+	MemberRemovalWouldLoseQuorumReason = etcd.RemovalWouldLoseQuorumReason
 
 	// MemberRemovalQuorumLostReason says healthy voters are not a majority already, so etcd
 	// cannot commit a membership change at all.
-	MemberRemovalQuorumLostReason = "QuorumAlreadyLost"
+	MemberRemovalQuorumLostReason = etcd.RemovalQuorumLostReason
 
 	// MemberRemovalLastMemberReason says the target is the only member left.
-	MemberRemovalLastMemberReason = "LastMember"
+	MemberRemovalLastMemberReason = etcd.RemovalLastMemberReason
 
 	// MemberRemovalNoMemberReason says the target Machine or Node hosts no etcd member, so there
 	// is nothing to remove and etcd is not affected.
-	MemberRemovalNoMemberReason = "NoMember"
+	MemberRemovalNoMemberReason = etcd.RemovalNoMemberReason
 
 	// MemberRemovalHealthUnknownReason says etcd could not be observed, or whether healthy voters
 	// are a majority depends on members whose health is unknown, so no removal is known to be
 	// safe (and quorum is not known to be lost either).
-	MemberRemovalHealthUnknownReason = "HealthUnknown"
+	MemberRemovalHealthUnknownReason = etcd.RemovalHealthUnknownReason
 )
 
 // InternalErrorReason is used for failures that are not about etcd itself.

@@ -10,6 +10,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -36,7 +37,7 @@ func (o Observation) now() time.Time {
 func (o Observation) facts() []etcd.Machine {
 	out := make([]etcd.Machine, 0, len(o.Machines))
 	for _, m := range o.Machines {
-		out = append(out, etcd.MachineFacts(m))
+		out = append(out, capimachine.Facts(m))
 	}
 	return out
 }
@@ -111,7 +112,7 @@ func Preflight(o Observation) PreflightResult {
 // the Machine; a failed observation is never safe.
 func MayScaleDown(o Observation, m *clusterv1.Machine) etcd.QuorumVerdict {
 	if m.Status.NodeRef.Name == "" {
-		return etcd.CanRemediate(o.Snapshot, o.now(), etcd.MachineFacts(m))
+		return etcd.CanRemediate(o.Snapshot, o.now(), capimachine.Facts(m))
 	}
 	return etcd.CanRemoveNode(o.Snapshot, o.now(), m.Status.NodeRef.Name)
 }
@@ -121,7 +122,7 @@ func MayScaleDown(o Observation, m *clusterv1.Machine) etcd.QuorumVerdict {
 // not affect etcd; a broken member counts as unhealthy, so remediating it is usually allowed
 // while remediating a healthy Machine next to a broken one is refused.
 func MayRemediate(o Observation, m *clusterv1.Machine) etcd.QuorumVerdict {
-	return etcd.CanRemediate(o.Snapshot, o.now(), etcd.MachineFacts(m))
+	return etcd.CanRemediate(o.Snapshot, o.now(), capimachine.Facts(m))
 }
 
 // SetConditions writes EtcdMemberHealthy on every Machine of the observation and

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // HealthInput is what the health verdicts are computed from.
@@ -86,7 +84,7 @@ func unobservedVerdict(in HealthInput) HealthVerdict {
 		}
 		v.Machines[m.Name] = memberCondition(metav1.ConditionUnknown, reason, msg)
 	}
-	v.Cluster = metav1.Condition{Type: v1alpha1.EtcdClusterHealthyCondition, Status: metav1.ConditionUnknown, Reason: reason, Message: msg}
+	v.Cluster = metav1.Condition{Type: ClusterHealthyCondition, Status: metav1.ConditionUnknown, Reason: reason, Message: msg}
 	return v
 }
 
@@ -95,29 +93,29 @@ func machineCondition(s *Snapshot, members []MemberHealth, m Machine) metav1.Con
 	case m.Deleting:
 		return deletingCondition()
 	case m.Provisioning():
-		return memberCondition(metav1.ConditionUnknown, v1alpha1.EtcdMemberInspectionFailedReason, waitingForNodeMessage(m))
+		return memberCondition(metav1.ConditionUnknown, MemberInspectionFailedReason, waitingForNodeMessage(m))
 	}
 	on := membersOnNode(members, m.NodeName)
 	if len(on) == 0 {
-		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason,
+		return memberCondition(metav1.ConditionFalse, MemberNotHealthyReason,
 			fmt.Sprintf("Etcd reports the cluster is composed of %s, but no member is hosted on Node %s of Machine %s", memberNames(s.Members), m.NodeName, m.Name))
 	}
 	if problems := memberProblems(on); len(problems) > 0 || len(on) > 1 {
 		if len(problems) == 0 {
 			problems = []string{fmt.Sprintf("Node %s hosts %d etcd members", m.NodeName, len(on))}
 		}
-		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason, capitalize(strings.Join(problems, "; ")))
+		return memberCondition(metav1.ConditionFalse, MemberNotHealthyReason, capitalize(strings.Join(problems, "; ")))
 	}
 	mh := on[0]
 	switch {
 	case mh.Health == Unknown:
-		return memberCondition(metav1.ConditionUnknown, v1alpha1.EtcdMemberInspectionFailedReason, capitalize(mh.Message))
+		return memberCondition(metav1.ConditionUnknown, MemberInspectionFailedReason, capitalize(mh.Message))
 	case mh.Health == Unhealthy:
-		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason, capitalize(mh.Message))
+		return memberCondition(metav1.ConditionFalse, MemberNotHealthyReason, capitalize(mh.Message))
 	case mh.Member.IsLearner:
-		return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberNotHealthyReason, "Waiting for learner etcd member to be promoted")
+		return memberCondition(metav1.ConditionFalse, MemberNotHealthyReason, "Waiting for learner etcd member to be promoted")
 	}
-	return memberCondition(metav1.ConditionTrue, v1alpha1.EtcdMemberHealthyReason, "")
+	return memberCondition(metav1.ConditionTrue, MemberHealthyReason, "")
 }
 
 // memberProblems lists the problems of the members on one Node once each, followed by the health
@@ -150,11 +148,11 @@ func waitingForNodeMessage(m Machine) string {
 }
 
 func deletingCondition() metav1.Condition {
-	return memberCondition(metav1.ConditionFalse, v1alpha1.EtcdMemberDeletingReason, "Machine is deleting")
+	return memberCondition(metav1.ConditionFalse, MemberDeletingReason, "Machine is deleting")
 }
 
 func memberCondition(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
-	return metav1.Condition{Type: v1alpha1.EtcdMemberHealthyCondition, Status: status, Reason: reason, Message: msg}
+	return metav1.Condition{Type: MemberHealthyCondition, Status: status, Reason: reason, Message: msg}
 }
 
 func membersOnNode(members []MemberHealth, nodeName string) []MemberHealth {
@@ -250,7 +248,7 @@ func clusterCondition(in HealthInput, machines map[string]metav1.Condition, memb
 	for _, name := range sortedKeys(machines) {
 		c := machines[name]
 		switch {
-		case c.Reason == v1alpha1.EtcdMemberDeletingReason:
+		case c.Reason == MemberDeletingReason:
 		case c.Status == metav1.ConditionUnknown && startingUp(in.Machines, name):
 			// As KCP does: a Machine whose infrastructure has not reported spec.providerID yet
 			// is starting up; its member may join before its Node registers, and counting it
@@ -274,16 +272,16 @@ func clusterCondition(in HealthInput, machines map[string]metav1.Condition, memb
 			}
 		}
 	}
-	cond := metav1.Condition{Type: v1alpha1.EtcdClusterHealthyCondition}
+	cond := metav1.Condition{Type: ClusterHealthyCondition}
 	switch {
 	case len(problems) > 0 || len(notHealthy) > 0:
-		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.EtcdClusterNotHealthyReason
+		cond.Status, cond.Reason = metav1.ConditionFalse, ClusterNotHealthyReason
 		cond.Message = bullets(append(append(problems, notHealthy...), unknown...))
 	case len(unknown) > 0:
-		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.EtcdClusterHealthUnknownReason
+		cond.Status, cond.Reason = metav1.ConditionUnknown, ClusterHealthUnknownReason
 		cond.Message = bullets(unknown)
 	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.EtcdClusterHealthyReason
+		cond.Status, cond.Reason = metav1.ConditionTrue, ClusterHealthyReason
 	}
 	if blind := blindSpotNote(in.Snapshot); blind != "" {
 		cond.Message = strings.TrimSpace(cond.Message + "\n" + blind)

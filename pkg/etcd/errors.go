@@ -3,8 +3,6 @@ package etcd
 import (
 	"errors"
 	"fmt"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // Error classes every backend wraps its errors in (fmt.Errorf("%w: ...", ErrUnreachable)), so a
@@ -35,11 +33,11 @@ var (
 func ConditionReasonFor(err error) string {
 	switch {
 	case errors.Is(err, ErrTooLarge):
-		return v1alpha1.EtcdClusterInputTooLargeReason
+		return ClusterInputTooLargeReason
 	case errors.Is(err, ErrEndpointNotAllowed):
-		return v1alpha1.EtcdClusterEndpointNotAllowedReason
+		return ClusterEndpointNotAllowedReason
 	case errors.Is(err, ErrUnreachable):
-		return v1alpha1.EtcdClusterConnectionDownReason
+		return ClusterConnectionDownReason
 	}
-	return v1alpha1.EtcdClusterInspectionFailedReason
+	return ClusterInspectionFailedReason
 }

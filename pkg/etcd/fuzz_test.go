@@ -6,8 +6,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // FuzzVerdicts feeds arbitrary snapshots to every verdict function. It checks that none panics
@@ -37,9 +35,9 @@ func FuzzVerdicts(f *testing.F) {
 
 func checkConditions(t *testing.T, v HealthVerdict) {
 	valid := map[string]bool{
-		v1alpha1.EtcdMemberHealthyReason: true, v1alpha1.EtcdMemberNotHealthyReason: true, v1alpha1.EtcdMemberInspectionFailedReason: true,
-		v1alpha1.EtcdMemberConnectionDownReason: true, v1alpha1.EtcdMemberDeletingReason: true,
-		v1alpha1.EtcdClusterHealthUnknownReason: true,
+		MemberHealthyReason: true, MemberNotHealthyReason: true, MemberInspectionFailedReason: true,
+		MemberConnectionDownReason: true, MemberDeletingReason: true,
+		ClusterHealthUnknownReason: true,
 	}
 	for name, c := range v.Machines {
 		if !valid[c.Reason] {

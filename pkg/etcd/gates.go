@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // CanRemoveMember decides whether member m (as a snapshot gave it) may be removed now: scale-down
@@ -14,13 +12,13 @@ import (
 // snapshot (etcd could not be observed) is never safe.
 func CanRemoveMember(s *Snapshot, now time.Time, m Member) QuorumVerdict {
 	if s == nil {
-		return QuorumVerdict{Reason: v1alpha1.MemberRemovalHealthUnknownReason,
+		return QuorumVerdict{Reason: RemovalHealthUnknownReason,
 			Message: "etcd could not be observed, so no member removal is known to be safe"}
 	}
 	if _, ok := s.MemberByID(m.ID); !ok {
 		// Named as the caller named it: ProjectRemoval knows only the ID, which may be one etcd
 		// did not assign (Snapshot.SyntheticMemberIDs).
-		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
+		return QuorumVerdict{Allowed: true, Reason: RemovalNoMemberReason,
 			Message: fmt.Sprintf("etcd member %s is not in the cluster; removing it changes nothing", m)}
 	}
 	return ProjectRemoval(AssessMembers(s, now), m.ID)
@@ -37,7 +35,7 @@ func CanRemoveNode(s *Snapshot, now time.Time, nodeName string) QuorumVerdict {
 	members := AssessMembers(s, now)
 	targets := RemovalOrder(members, s.MembersOnNode(nodeName))
 	if len(targets) == 0 {
-		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
+		return QuorumVerdict{Allowed: true, Reason: RemovalNoMemberReason,
 			Message: fmt.Sprintf("no etcd member is hosted on Node %s; removing it does not change etcd", nodeName)}
 	}
 	return ProjectRemovals(members, targets)
@@ -94,7 +92,7 @@ func ProjectChanges(members []MemberHealth, targets, failing []Member) QuorumVer
 	after, stopping := stopAnswering(members, failing)
 	if len(stopping) == 0 {
 		v := ProjectRemovals(members, targets)
-		if v.Reason == v1alpha1.MemberRemovalNoMemberReason && len(failing) > 0 {
+		if v.Reason == RemovalNoMemberReason && len(failing) > 0 {
 			v.Message = "none of the etcd members that stop answering is a healthy voter, and none is removed; the quorum counts do not change"
 		}
 		return v
@@ -103,22 +101,22 @@ func ProjectChanges(members []MemberHealth, targets, failing []Member) QuorumVer
 		removedList(stopping), verb(stopping, "its Machine's", "their Machines'"), verb(stopping, "stops", "stop"))
 	if before := countQuorum(members); !before.canCommit() {
 		if before.mayCommit() {
-			return QuorumVerdict{Reason: v1alpha1.MemberRemovalHealthUnknownReason,
+			return QuorumVerdict{Reason: RemovalHealthUnknownReason,
 				Message: fmt.Sprintf("whether etcd has quorum is unknown: %s; no member is known to be safe to lose until enough of them are known to be healthy", before)}
 		}
-		return QuorumVerdict{Reason: v1alpha1.MemberRemovalQuorumLostReason,
+		return QuorumVerdict{Reason: RemovalQuorumLostReason,
 			Message: fmt.Sprintf("quorum is already lost: %s", before)}
 	}
 	if c := countQuorum(after); !c.keepsMajority() {
-		return lastMemberOr(members, targets, failing, QuorumVerdict{Reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		return lastMemberOr(members, targets, failing, QuorumVerdict{Reason: RemovalWouldLoseQuorumReason,
 			Message: fmt.Sprintf("%s, quorum is lost: %s", stopped, c)})
 	}
 	v := ProjectRemovals(after, targets)
 	switch {
-	case v.Reason == v1alpha1.MemberRemovalWouldLoseQuorumReason:
+	case v.Reason == RemovalWouldLoseQuorumReason:
 		return lastMemberOr(members, targets, failing, QuorumVerdict{Reason: v.Reason, Message: fmt.Sprintf("%s, %s", stopped, v.Message)})
-	case v.Reason == v1alpha1.MemberRemovalNoMemberReason:
-		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalSafeReason,
+	case v.Reason == RemovalNoMemberReason:
+		return QuorumVerdict{Allowed: true, Reason: RemovalSafeReason,
 			Message: fmt.Sprintf("%s, quorum holds: %s", stopped, countQuorum(after))}
 	case v.Allowed:
 		v.Message = fmt.Sprintf("%s, quorum holds: %s; then %s", stopped, countQuorum(after), v.Message)
@@ -137,7 +135,7 @@ func lastMemberOr(members []MemberHealth, targets, failing []Member, v QuorumVer
 			return v
 		}
 	}
-	return QuorumVerdict{Reason: v1alpha1.MemberRemovalLastMemberReason,
+	return QuorumVerdict{Reason: RemovalLastMemberReason,
 		Message: "every etcd member is removed or stops answering, which destroys the cluster: " + v.Message}
 }
 
@@ -192,11 +190,11 @@ func ProjectRemovals(members []MemberHealth, targets []Member) QuorumVerdict {
 		}
 	}
 	if len(present) == 0 {
-		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
+		return QuorumVerdict{Allowed: true, Reason: RemovalNoMemberReason,
 			Message: "none of the etcd members to remove is in the cluster; removing them changes nothing"}
 	}
 	if len(present) > 1 && len(present) == len(members) {
-		return QuorumVerdict{Reason: v1alpha1.MemberRemovalLastMemberReason,
+		return QuorumVerdict{Reason: RemovalLastMemberReason,
 			Message: fmt.Sprintf("removing etcd members %s would remove every member; removing the last one would destroy the cluster", memberList(present))}
 	}
 	var msgs []string
@@ -211,7 +209,7 @@ func ProjectRemovals(members []MemberHealth, targets []Member) QuorumVerdict {
 		msgs = append(msgs, v.Message)
 		members = without(members, t.ID)
 	}
-	return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalSafeReason, Message: strings.Join(msgs, "; then ")}
+	return QuorumVerdict{Allowed: true, Reason: RemovalSafeReason, Message: strings.Join(msgs, "; then ")}
 }
 
 // removedBefore names the members removed before a step, for "once ... removed".
@@ -235,7 +233,7 @@ func memberList(ms []Member) string {
 // etcd quorum. A Machine without a Node, or whose Node hosts no member, does not affect etcd.
 func CanRemediate(s *Snapshot, now time.Time, m Machine) QuorumVerdict {
 	if m.Provisioning() {
-		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
+		return QuorumVerdict{Allowed: true, Reason: RemovalNoMemberReason,
 			Message: fmt.Sprintf("Machine %s has no Node, so it hosts no etcd member", m.Name)}
 	}
 	return CanRemoveNode(s, now, m.NodeName)

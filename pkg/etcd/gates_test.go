@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // TestProjectRemovals states what raft's majority rule allows when several members go one after
@@ -30,50 +28,50 @@ func TestProjectRemovals(t *testing.T) {
 	}{
 		{
 			name:    "Three healthy, deleting two: 2 of 2 after the first, 1 of 1 after the second, both commit",
-			members: members("Vh", "Vh", "Vh"), targets: []int{0, 1}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh"), targets: []int{0, 1}, allowed: true, reason: RemovalSafeReason,
 			message: "removing etcd member cp-0 keeps quorum: after it 2 of 2 voters are healthy; then removing etcd member cp-1 keeps quorum: after it 1 of 1 voters are healthy",
 		},
 		{
 			name:    "Three healthy, deleting all three: the third would leave no member at all",
-			members: members("Vh", "Vh", "Vh"), targets: []int{0, 1, 2}, reason: v1alpha1.MemberRemovalLastMemberReason,
+			members: members("Vh", "Vh", "Vh"), targets: []int{0, 1, 2}, reason: RemovalLastMemberReason,
 			message: "removing etcd members cp-0, cp-1, cp-2 would remove every member; removing the last one would destroy the cluster",
 		},
 		{
 			name:    "Every member going is refused even when their health is unknown",
-			members: members("V?", "V?"), targets: []int{1, 0}, reason: v1alpha1.MemberRemovalLastMemberReason,
+			members: members("V?", "V?"), targets: []int{1, 0}, reason: RemovalLastMemberReason,
 		},
 		{
 			name:    "Four voters with one down, deleting one healthy: 2 of 3 healthy after it",
-			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0}, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "Four voters with one down, the second of two deletes of healthy members is refused: 1 of 2 healthy after it",
-			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0, 1}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0, 1}, reason: RemovalWouldLoseQuorumReason,
 			message: "once etcd member cp-0 is removed, removing etcd member cp-1 would lose quorum: after it 1 of 2 voters are healthy",
 		},
 		{
 			name:    "Four voters with one down, deleting a healthy one and then the down one keeps quorum",
-			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0, 3}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh", "Vu"), targets: []int{0, 3}, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "Three voters with one down, deleting the down one and then a healthy one keeps quorum: 2 of 2, then 1 of 1",
-			members: members("Vh", "Vh", "Vu"), targets: []int{2, 0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vu"), targets: []int{2, 0}, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "Three voters with one down, deleting a healthy one first is refused in that order: 1 of 2 after it",
-			members: members("Vh", "Vh", "Vu"), targets: []int{0, 2}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Vu"), targets: []int{0, 2}, reason: RemovalWouldLoseQuorumReason,
 		},
 		{
 			name:    "Five healthy, deleting three: 2 of 2 are left, each step commits",
-			members: members("Vh", "Vh", "Vh", "Vh", "Vh"), targets: []int{0, 1, 2}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh", "Vh", "Vh"), targets: []int{0, 1, 2}, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "A member named twice is removed once",
-			members: members("Vh", "Vh", "Vh"), targets: []int{0, 0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh"), targets: []int{0, 0}, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "No target is a member: nothing changes",
-			members: members("Vh", "Vh", "Vh"), allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason,
+			members: members("Vh", "Vh", "Vh"), allowed: true, reason: RemovalNoMemberReason,
 		},
 	}
 	for _, tt := range tests {
@@ -102,40 +100,40 @@ func TestCanRemoveMachines(t *testing.T) {
 		noRemover bool
 	}{
 		{name: "Two of three healthy Machines going keeps quorum", snapshot: cluster(3),
-			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, allowed: true, reason: RemovalSafeReason},
 		{name: "All three Machines going would remove the last member", snapshot: cluster(3),
-			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}, {Name: "m-cp-2", NodeName: "cp-2"}}, reason: v1alpha1.MemberRemovalLastMemberReason},
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}, {Name: "m-cp-2", NodeName: "cp-2"}}, reason: RemovalLastMemberReason},
 		{name: "A Machine without a Node and without a member does not count", snapshot: cluster(3),
-			going: []Machine{{Name: "m-new"}, {Name: "m-cp-0", NodeName: "cp-0"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+			going: []Machine{{Name: "m-new"}, {Name: "m-cp-0", NodeName: "cp-0"}}, allowed: true, reason: RemovalSafeReason},
 		{name: "A Machine whose Node is missing counts with the member its name ties to it",
 			snapshot: with(cluster(2), addMember(Member{ID: 7, Name: "m-gone", PeerURLs: []string{"https://10.0.0.7:2380"}})),
 			going:    []Machine{{Name: "m-gone"}, {Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}},
-			reason:   v1alpha1.MemberRemovalLastMemberReason},
+			reason:   RemovalLastMemberReason},
 		{name: "A Machine without a Node counts with the member whose peer URL is on its address",
 			snapshot: with(cluster(2), addMember(Member{ID: 7, PeerURLs: []string{"https://10.0.0.7:2380"}})),
 			going:    []Machine{{Name: "m-new", Addresses: []string{"10.0.0.7"}}, {Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}},
-			reason:   v1alpha1.MemberRemovalLastMemberReason},
+			reason:   RemovalLastMemberReason},
 		{name: "A peer URL on a Machine's address does not tie a member another Machine names",
 			snapshot: cluster(3),
 			all:      []Machine{{Name: "m-cp-2", NodeName: "cp-2"}},
 			going:    []Machine{{Name: "m-reused", Addresses: []string{"10.0.0.3"}}, {Name: "m-cp-0", NodeName: "cp-0"}},
-			allowed:  true, reason: v1alpha1.MemberRemovalSafeReason},
+			allowed:  true, reason: RemovalSafeReason},
 		{name: "A healthy Machine going after another while a member is down is refused",
 			snapshot: with(cluster(4), evidence(4, unreachable("connection refused"))),
-			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason},
+			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: RemovalWouldLoseQuorumReason},
 		{name: "A broken member's Machine deleted after a healthy one goes first, which keeps quorum for both (the repair path)",
 			snapshot: with(cluster(3), evidence(3, unreachable("connection refused"))),
-			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-2", NodeName: "cp-2"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
-		{name: "No snapshot is never safe", going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: v1alpha1.MemberRemovalHealthUnknownReason},
+			going:    []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-2", NodeName: "cp-2"}}, allowed: true, reason: RemovalSafeReason},
+		{name: "No snapshot is never safe", going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: RemovalHealthUnknownReason},
 		{name: "One of three healthy Machines going without a remover leaves 2 of 3 voters healthy", snapshot: cluster(3), noRemover: true,
-			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, allowed: true, reason: RemovalSafeReason},
 		{name: "Two of three healthy Machines going without a remover leave 1 of 3 voters healthy", snapshot: cluster(3), noRemover: true,
-			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason},
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}, {Name: "m-cp-1", NodeName: "cp-1"}}, reason: RemovalWouldLoseQuorumReason},
 		{name: "The last Machine going without a remover leaves its member, not answering: the cluster is destroyed", snapshot: cluster(1), noRemover: true,
-			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: v1alpha1.MemberRemovalLastMemberReason},
+			going: []Machine{{Name: "m-cp-0", NodeName: "cp-0"}}, reason: RemovalLastMemberReason},
 		{name: "A broken member's Machine going without a remover changes nothing", noRemover: true,
 			snapshot: with(cluster(3), evidence(3, unreachable("connection refused"))),
-			going:    []Machine{{Name: "m-cp-2", NodeName: "cp-2"}}, allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason},
+			going:    []Machine{{Name: "m-cp-2", NodeName: "cp-2"}}, allowed: true, reason: RemovalNoMemberReason},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,43 +171,43 @@ func TestProjectChanges(t *testing.T) {
 	}{
 		{
 			name:    "Three healthy, one stops answering: 2 of 3 voters healthy",
-			members: members("Vh", "Vh", "Vh"), stopping: []int{0}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh"), stopping: []int{0}, allowed: true, reason: RemovalSafeReason,
 			message: "once etcd member cp-0, which nothing removes before its Machine's infrastructure is deleted, stops answering, quorum holds: 2 of 3 voters are healthy",
 		},
 		{
 			name:    "Three healthy, two stop answering: 1 of 3 voters healthy",
-			members: members("Vh", "Vh", "Vh"), stopping: []int{0, 1}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Vh"), stopping: []int{0, 1}, reason: RemovalWouldLoseQuorumReason,
 			message: "once etcd members cp-0, cp-1, which nothing removes before their Machines' infrastructure is deleted, stop answering, quorum is lost: 1 of 3 voters are healthy",
 		},
 		{
 			name:    "Three healthy, one removed and one stops answering: removing it leaves 1 of 2",
-			members: members("Vh", "Vh", "Vh"), removed: []int{0}, stopping: []int{1}, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Vh"), removed: []int{0}, stopping: []int{1}, reason: RemovalWouldLoseQuorumReason,
 			message: "once etcd member cp-1, which nothing removes before its Machine's infrastructure is deleted, stops answering, removing etcd member cp-0 would lose quorum: after it 1 of 2 voters are healthy",
 		},
 		{
 			name:    "Five healthy, one removed and one stops answering: 2 of 3 once removed",
-			members: members("Vh", "Vh", "Vh", "Vh", "Vh"), removed: []int{0}, stopping: []int{1}, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh", "Vh", "Vh"), removed: []int{0}, stopping: []int{1}, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "A down voter that stops answering changes nothing",
-			members: members("Vh", "Vh", "Vu"), stopping: []int{2}, allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason,
+			members: members("Vh", "Vh", "Vu"), stopping: []int{2}, allowed: true, reason: RemovalNoMemberReason,
 		},
 		{
 			name:    "The only member stops answering: 0 of 1, no member that answers is left",
-			members: members("Vh"), stopping: []int{0}, reason: v1alpha1.MemberRemovalLastMemberReason,
+			members: members("Vh"), stopping: []int{0}, reason: RemovalLastMemberReason,
 			message: "every etcd member is removed or stops answering, which destroys the cluster: once etcd member cp-0, which nothing removes before its Machine's infrastructure is deleted, stops answering, quorum is lost: 0 of 1 voters are healthy",
 		},
 		{
 			name:    "Three healthy, two removed and the third stops answering: no member that answers is left",
-			members: members("Vh", "Vh", "Vh"), removed: []int{0, 1}, stopping: []int{2}, reason: v1alpha1.MemberRemovalLastMemberReason,
+			members: members("Vh", "Vh", "Vh"), removed: []int{0, 1}, stopping: []int{2}, reason: RemovalLastMemberReason,
 		},
 		{
 			name:    "Quorum already lost: nothing may stop answering",
-			members: members("Vh", "Vh", "Vu", "Vu"), stopping: []int{0}, reason: v1alpha1.MemberRemovalQuorumLostReason,
+			members: members("Vh", "Vh", "Vu", "Vu"), stopping: []int{0}, reason: RemovalQuorumLostReason,
 		},
 		{
 			name:    "Whether quorum holds is unknown: nothing may stop answering",
-			members: members("Vh", "V?", "Vu"), stopping: []int{0}, reason: v1alpha1.MemberRemovalHealthUnknownReason,
+			members: members("Vh", "V?", "Vu"), stopping: []int{0}, reason: RemovalHealthUnknownReason,
 		},
 	}
 	for _, tt := range tests {
@@ -231,6 +229,6 @@ func TestCanRemoveMember_notAMember(t *testing.T) {
 	s.SyntheticMemberIDs = true
 	v := CanRemoveMember(s, testNow, Member{ID: 0x1b57f0c2aa9d3e41, Name: "cp-9-3f2a9c1e", NodeName: "cp-9"})
 	g.Expect(v.Allowed).To(BeTrue())
-	g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalNoMemberReason))
+	g.Expect(v.Reason).To(Equal(RemovalNoMemberReason))
 	g.Expect(v.Message).To(Equal("etcd member cp-9-3f2a9c1e is not in the cluster; removing it changes nothing"), "named as given, not by an ID etcd may not have assigned")
 }

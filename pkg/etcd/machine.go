@@ -1,11 +1,6 @@
 package etcd
 
-import (
-	"time"
-
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
-)
+import "time"
 
 // Machine is what the decision logic needs to know about a control-plane Machine, as plain data,
 // so decisions stay pure and providers that are not KCP can fill it from their own objects.
@@ -29,34 +24,9 @@ type Machine struct {
 	Addresses []string
 	// MemberRemover names what removes the Machine's etcd members before its infrastructure is
 	// deleted (a control-plane provider's or etcd-adapter's pre-terminate hook); empty when
-	// nothing does, and the infrastructure then goes with its members still in the cluster. It
-	// is left empty by MachineFacts: who removes a member depends on more than the Machine.
+	// nothing does, and the infrastructure then goes with its members still in the cluster.
 	MemberRemover string
 }
 
 // Provisioning reports whether the Machine has no Node yet.
 func (m Machine) Provisioning() bool { return m.NodeName == "" }
-
-// MachineFacts reads the decision inputs from a CAPI Machine.
-func MachineFacts(m *clusterv1.Machine) Machine {
-	return Machine{
-		Name:                 m.Name,
-		NodeName:             m.Status.NodeRef.Name,
-		ProviderID:           m.Spec.ProviderID,
-		Deleting:             !m.DeletionTimestamp.IsZero(),
-		HealthCheckSucceeded: conditions.IsTrue(m, clusterv1.MachineHealthCheckSucceededCondition),
-		UpToDate:             conditions.IsTrue(m, clusterv1.MachineUpToDateCondition),
-		Created:              m.CreationTimestamp.Time,
-		Addresses:            addressesOf(m),
-	}
-}
-
-func addressesOf(m *clusterv1.Machine) []string {
-	var out []string
-	for _, a := range m.Status.Addresses {
-		if a.Address != "" {
-			out = append(out, a.Address)
-		}
-	}
-	return out
-}

@@ -2,8 +2,6 @@ package etcd
 
 import (
 	"fmt"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // QuorumVerdict says whether a membership change may go ahead, and why.
@@ -81,27 +79,27 @@ func (c quorumCounts) keepsMajority() bool { return 2*c.healthyVoters > c.voters
 func ProjectRemoval(members []MemberHealth, targetID uint64) QuorumVerdict {
 	target, ok := findMember(members, targetID)
 	if !ok {
-		return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalNoMemberReason,
+		return QuorumVerdict{Allowed: true, Reason: RemovalNoMemberReason,
 			Message: fmt.Sprintf("etcd member %x is not in the cluster; removing it changes nothing", targetID)}
 	}
 	if len(members) == 1 {
-		return QuorumVerdict{Reason: v1alpha1.MemberRemovalLastMemberReason,
+		return QuorumVerdict{Reason: RemovalLastMemberReason,
 			Message: fmt.Sprintf("etcd member %s is the last member; removing it would destroy the cluster", target.Member)}
 	}
 	if before := countQuorum(members); !before.canCommit() {
 		if before.mayCommit() {
-			return QuorumVerdict{Reason: v1alpha1.MemberRemovalHealthUnknownReason,
+			return QuorumVerdict{Reason: RemovalHealthUnknownReason,
 				Message: fmt.Sprintf("whether etcd has quorum is unknown: %s; no membership change is known to be safe until enough of them are known to be healthy", before)}
 		}
-		return QuorumVerdict{Reason: v1alpha1.MemberRemovalQuorumLostReason,
+		return QuorumVerdict{Reason: RemovalQuorumLostReason,
 			Message: fmt.Sprintf("quorum is already lost: %s; etcd cannot commit a membership change", before)}
 	}
 	after := countQuorum(without(members, targetID))
 	if !after.keepsMajority() {
-		return QuorumVerdict{Reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+		return QuorumVerdict{Reason: RemovalWouldLoseQuorumReason,
 			Message: fmt.Sprintf("removing etcd member %s would lose quorum: after it %s", target.Member, after)}
 	}
-	return QuorumVerdict{Allowed: true, Reason: v1alpha1.MemberRemovalSafeReason,
+	return QuorumVerdict{Allowed: true, Reason: RemovalSafeReason,
 		Message: fmt.Sprintf("removing etcd member %s keeps quorum: after it %s", target.Member, after)}
 }
 

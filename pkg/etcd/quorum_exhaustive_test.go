@@ -3,8 +3,6 @@ package etcd
 import (
 	"fmt"
 	"testing"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // TestProjectRemoval_exhaustive compares ProjectRemoval with a brute-force reading of the rule
@@ -36,7 +34,7 @@ func TestProjectRemoval_exhaustive(t *testing.T) {
 						t.Errorf("members %s, remove #%d: ProjectRemoval says %t, brute force says %t", describe(ms), target, got, want)
 					}
 				}
-				if claimsLost, lost := verdict.Reason == v1alpha1.MemberRemovalQuorumLostReason, bruteForceQuorumLost(ms); claimsLost != lost && (claimsLost || verdict.Reason == v1alpha1.MemberRemovalHealthUnknownReason) {
+				if claimsLost, lost := verdict.Reason == RemovalQuorumLostReason, bruteForceQuorumLost(ms); claimsLost != lost && (claimsLost || verdict.Reason == RemovalHealthUnknownReason) {
 					disagreements++
 					if disagreements <= 10 {
 						t.Errorf("members %s, remove #%d: ProjectRemoval says %s (%s), brute force says quorum lost: %t", describe(ms), target, verdict.Reason, verdict.Message, lost)
@@ -216,7 +214,7 @@ func TestProjectChanges_exhaustive(t *testing.T) {
 						t.Errorf("members %s, remove %v, stop %v: ProjectChanges says %t (%s), brute force says %t", describe(ms), removals, failures, verdict.Allowed, verdict.Message, want)
 					}
 				}
-				if claimsLost, lost := verdict.Reason == v1alpha1.MemberRemovalQuorumLostReason, bruteForceQuorumLost(ms); claimsLost != lost && (claimsLost || verdict.Reason == v1alpha1.MemberRemovalHealthUnknownReason) {
+				if claimsLost, lost := verdict.Reason == RemovalQuorumLostReason, bruteForceQuorumLost(ms); claimsLost != lost && (claimsLost || verdict.Reason == RemovalHealthUnknownReason) {
 					disagreements++
 					if disagreements <= 10 {
 						t.Errorf("members %s, remove %v, stop %v: ProjectChanges says %s (%s), brute force says quorum lost: %t", describe(ms), removals, failures, verdict.Reason, verdict.Message, lost)

@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // members builds member verdicts from a compact spec: one letter per member, V/L for voter or
@@ -30,89 +28,89 @@ func TestProjectRemoval(t *testing.T) {
 	}{
 		{
 			name:    "Can remove a healthy member from three healthy voters",
-			members: members("Vh", "Vh", "Vh"), target: 1, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh"), target: 1, allowed: true, reason: RemovalSafeReason,
 			message: "removing etcd member cp-0 keeps quorum: after it 2 of 2 voters are healthy",
 		},
 		{
 			name:    "Can't remove a healthy member from three voters with one down",
-			members: members("Vh", "Vh", "Vu"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Vu"), target: 1, reason: RemovalWouldLoseQuorumReason,
 			message: "removing etcd member cp-0 would lose quorum: after it 1 of 2 voters are healthy",
 		},
 		{
 			name:    "Can remove the down member from three voters with one down",
-			members: members("Vh", "Vh", "Vu"), target: 3, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vu"), target: 3, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "Can remove a down member from five voters with two down",
-			members: members("Vh", "Vh", "Vh", "Vu", "Vu"), target: 4, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vh", "Vu", "Vu"), target: 4, allowed: true, reason: RemovalSafeReason,
 			message: "removing etcd member cp-3 keeps quorum: after it 3 of 4 voters are healthy",
 		},
 		{
 			name:    "Can't remove a healthy member from five voters with two down",
-			members: members("Vh", "Vh", "Vh", "Vu", "Vu"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Vh", "Vu", "Vu"), target: 1, reason: RemovalWouldLoseQuorumReason,
 		},
 		{
 			name:    "Unknown health counts as unhealthy",
-			members: members("Vh", "Vh", "V?"), target: 2, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "V?"), target: 2, reason: RemovalWouldLoseQuorumReason,
 		},
 		{
 			name:    "A learner may be promoted at any moment and then counts as an unhealthy voter",
-			members: members("Vh", "Vh", "Lh"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Lh"), target: 1, reason: RemovalWouldLoseQuorumReason,
 			message: "removing etcd member cp-0 would lose quorum: after it 1 of 1 voters are healthy, and 1 learner(s) may be promoted at any moment",
 		},
 		{
 			name:    "Removing the learner itself from two healthy voters is safe",
-			members: members("Vh", "Vh", "Lu"), target: 3, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Lu"), target: 3, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "Never the last member",
-			members: members("Vh"), target: 1, reason: v1alpha1.MemberRemovalLastMemberReason,
+			members: members("Vh"), target: 1, reason: RemovalLastMemberReason,
 			message: "etcd member cp-0 is the last member; removing it would destroy the cluster",
 		},
 		{
 			name:    "Never the last voter, even with a learner left",
-			members: members("Vh", "Lh"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Lh"), target: 1, reason: RemovalWouldLoseQuorumReason,
 			message: "removing etcd member cp-0 would lose quorum: after it 0 of 0 voters are healthy, and 1 learner(s) may be promoted at any moment",
 		},
 		{
 			name:    "Can remove a learner that never caught up from a failed 1 to 2 join",
-			members: members("Vh", "Lu"), target: 2, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Lu"), target: 2, allowed: true, reason: RemovalSafeReason,
 			message: "removing etcd member cp-1 keeps quorum: after it 1 of 1 voters are healthy",
 		},
 		{
 			name:    "Can remove the learner from three voters with one down and a learner",
-			members: members("Vh", "Vh", "Vu", "Lu"), target: 4, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vu", "Lu"), target: 4, allowed: true, reason: RemovalSafeReason,
 		},
 		{
 			name:    "Can remove the down voter from three voters with one down and a learner",
-			members: members("Vh", "Vh", "Vu", "Lh"), target: 3, allowed: true, reason: v1alpha1.MemberRemovalSafeReason,
+			members: members("Vh", "Vh", "Vu", "Lh"), target: 3, allowed: true, reason: RemovalSafeReason,
 			message: "removing etcd member cp-2 keeps quorum: after it 2 of 2 voters are healthy, and 1 learner(s) may be promoted at any moment",
 		},
 		{
 			name:    "Can't remove a healthy voter from three voters with one down and a learner",
-			members: members("Vh", "Vh", "Vu", "Lh"), target: 1, reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			members: members("Vh", "Vh", "Vu", "Lh"), target: 1, reason: RemovalWouldLoseQuorumReason,
 		},
 		{
 			name:    "Nothing is safe once quorum is lost, not even removing a down member",
-			members: members("Vh", "Vu"), target: 2, reason: v1alpha1.MemberRemovalQuorumLostReason,
+			members: members("Vh", "Vu"), target: 2, reason: RemovalQuorumLostReason,
 			message: "quorum is already lost: 1 of 2 voters are healthy; etcd cannot commit a membership change",
 		},
 		{
 			name:    "Every voter unknown is not quorum lost: whether etcd can commit is unknown",
-			members: members("V?", "V?", "V?"), target: 1, reason: v1alpha1.MemberRemovalHealthUnknownReason,
+			members: members("V?", "V?", "V?"), target: 1, reason: RemovalHealthUnknownReason,
 			message: "whether etcd has quorum is unknown: 0 of 3 voters are healthy (the health of 3 is unknown); no membership change is known to be safe until enough of them are known to be healthy",
 		},
 		{
 			name:    "One healthy and one unknown of three voters: quorum depends on the unknown one",
-			members: members("Vh", "V?", "Vu"), target: 3, reason: v1alpha1.MemberRemovalHealthUnknownReason,
+			members: members("Vh", "V?", "Vu"), target: 3, reason: RemovalHealthUnknownReason,
 		},
 		{
 			name:    "Quorum is lost when even every unknown voter being healthy would not make a majority",
-			members: members("V?", "Vu", "Vu"), target: 2, reason: v1alpha1.MemberRemovalQuorumLostReason,
+			members: members("V?", "Vu", "Vu"), target: 2, reason: RemovalQuorumLostReason,
 		},
 		{
 			name:    "A target that is not a member changes nothing",
-			members: members("Vh", "Vh", "Vh"), target: 42, allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason,
+			members: members("Vh", "Vh", "Vh"), target: 42, allowed: true, reason: RemovalNoMemberReason,
 		},
 	}
 	for _, tt := range tests {
@@ -136,23 +134,23 @@ func TestCanRemoveNode(t *testing.T) {
 		allowed  bool
 		reason   string
 	}{
-		{name: "healthy three, remove one", snapshot: cluster(3), node: "cp-1", allowed: true, reason: v1alpha1.MemberRemovalSafeReason},
-		{name: "no snapshot is never safe", snapshot: nil, node: "cp-1", reason: v1alpha1.MemberRemovalHealthUnknownReason},
-		{name: "a Node without a member changes nothing", snapshot: cluster(3), node: "worker-0", allowed: true, reason: v1alpha1.MemberRemovalNoMemberReason},
+		{name: "healthy three, remove one", snapshot: cluster(3), node: "cp-1", allowed: true, reason: RemovalSafeReason},
+		{name: "no snapshot is never safe", snapshot: nil, node: "cp-1", reason: RemovalHealthUnknownReason},
+		{name: "a Node without a member changes nothing", snapshot: cluster(3), node: "worker-0", allowed: true, reason: RemovalNoMemberReason},
 		{
 			name:     "a ghost voter that cannot be asked counts against quorum",
 			snapshot: with(cluster(2), addMember(Member{ID: 9, Name: "ghost"})),
-			node:     "cp-1", reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			node:     "cp-1", reason: RemovalWouldLoseQuorumReason,
 		},
 		{
 			name:     "a never-started member added as a voter counts against quorum",
 			snapshot: with(cluster(2), addMember(Member{ID: 0xab})),
-			node:     "cp-1", reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			node:     "cp-1", reason: RemovalWouldLoseQuorumReason,
 		},
 		{
 			name:     "a split-brain member is not a healthy voter",
 			snapshot: with(cluster(3), evidence(3, func(e *MemberEvidence) { e.ClusterID = 0xbad })),
-			node:     "cp-0", reason: v1alpha1.MemberRemovalWouldLoseQuorumReason,
+			node:     "cp-0", reason: RemovalWouldLoseQuorumReason,
 		},
 	}
 	for _, tt := range tests {
@@ -174,5 +172,5 @@ func TestCanRemediate(t *testing.T) {
 	g.Expect(CanRemediate(s, testNow, Machine{Name: "m-cp-0", NodeName: "cp-0"}).Allowed).To(BeFalse(), "a healthy one can't while another is down")
 	v := CanRemediate(s, testNow, Machine{Name: "m-new"})
 	g.Expect(v.Allowed).To(BeTrue())
-	g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalNoMemberReason))
+	g.Expect(v.Reason).To(Equal(RemovalNoMemberReason))
 }

@@ -5,8 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
 // testNow is the fixed time of the pure tests.
@@ -66,7 +64,7 @@ func annotate(kv ...string) func(*corev1.Node) {
 
 // recorded is the annotation pair RemoveMember writes next to remove=true.
 func recorded(member string, at time.Time) func(*corev1.Node) {
-	return annotate(v1alpha1.K3sRemovingMemberAnnotation, member, v1alpha1.K3sRemovalRequestedAtAnnotation, at.Format(time.RFC3339))
+	return annotate(RemovingMemberAnnotation, member, RemovalRequestedAtAnnotation, at.Format(time.RFC3339))
 }
 
 // status overrides the EtcdIsVoter condition's status.

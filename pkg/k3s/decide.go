@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -52,7 +51,7 @@ func decideRemoval(m etcd.Member, n *corev1.Node, v clusterView, now time.Time) 
 		return done(m, fmt.Sprintf("Node %s does not exist; K3s's finalizer removes a Node's etcd member before it lets the Node go", m.NodeName))
 	}
 	e := readNode(n)
-	if n.Annotations[v1alpha1.K3sRemovingMemberAnnotation] == m.Name {
+	if n.Annotations[RemovingMemberAnnotation] == m.Name {
 		return followRemoval(e, m, v, now)
 	}
 	return startRemoval(e, m, v, now)
@@ -73,7 +72,7 @@ func followRemoval(e etcdNode, m etcd.Member, v clusterView, now time.Time) remo
 	}
 	return removalStep{result: etcd.Removal{State: etcd.RemovalRejected, Member: m, Reason: fmt.Sprintf(
 		"K3s refused: it would leave too few started members (K3s deleted %s without writing %s; the detail is only in K3s's log). The removal of etcd member %s is not requested again until the request is withdrawn (annotation %s deleted, as a retry does)",
-		k.Remove, k.RemovedNodeName, m.Name, v1alpha1.K3sRemovingMemberAnnotation)}}
+		k.Remove, k.RemovedNodeName, m.Name, RemovingMemberAnnotation)}}
 }
 
 // judgeClaim weighs K3s's removed-node-name claim against what else the Node shows. K3s writes
@@ -88,7 +87,7 @@ func judgeClaim(e etcdNode, m etcd.Member, v clusterView, asked, now time.Time) 
 			"K3s wrote %s=%s but member %s is still running: its server wrote %s back. K3s removes only a member whose peer address is %s=%s, and counts no match as success, so the Node's address probably changed after the member joined. K3s will not try again; the member must be removed through etcd",
 			k.RemovedNodeName, m.Name, m.Name, k.NodeName, k.NodeAddress, e.address)}}
 	}
-	if n.Annotations[v1alpha1.K3sRemovalConfirmedAnnotation] == m.Name {
+	if n.Annotations[RemovalConfirmedAnnotation] == m.Name {
 		return done(m, fmt.Sprintf("K3s removed etcd member %s (%s=%s, confirmed earlier)", m.Name, k.RemovedNodeName, m.Name))
 	}
 	ev, recheckAt := claimEvidence(n, v.rules, asked, now, v.tick)
@@ -166,7 +165,7 @@ func missingEvidence(rules clusterRules) string {
 // legacy K3s's remove="false" (its answer to a rejoin after a removal), tells a removal.
 func renamed(e etcdNode, m etcd.Member) removalStep {
 	k, n := e.keys, e.node
-	if n.Annotations[v1alpha1.K3sRemovalConfirmedAnnotation] == m.Name || n.Annotations[k.Remove] == "false" {
+	if n.Annotations[RemovalConfirmedAnnotation] == m.Name || n.Annotations[k.Remove] == "false" {
 		return done(m, fmt.Sprintf("etcd member %s was removed and Node %s rejoined etcd as the new member %s, which is left alone; remove it by its new name",
 			m.Name, n.Name, e.memberName))
 	}
@@ -241,7 +240,7 @@ func unfitForRemoval(e etcdNode, v clusterView) error {
 
 // requestedAt is when this backend requested the removal on n; zero when unknown.
 func requestedAt(n *corev1.Node) time.Time {
-	at, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation])
+	at, err := time.Parse(time.RFC3339, n.Annotations[RemovalRequestedAtAnnotation])
 	if err != nil {
 		return time.Time{}
 	}

@@ -5,10 +5,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -109,7 +109,7 @@ func Test_decideRemoval(t *testing.T) {
 		},
 		{
 			name:  "Claim confirmed earlier: removed without new evidence",
-			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old, v1alpha1.K3sRemovalConfirmedAnnotation, old)),
+			node:  etcdNodeObj("cp-1", "v1.34.2+k3s1", "", recorded(old, asked), annotate(k3sKeys.RemovedNodeName, old, RemovalConfirmedAnnotation, old)),
 			view:  clusterView{rules: rulesFor("v1.34.2+k3s1"), others: 2},
 			state: etcd.RemovalRemoved, reason: "confirmed earlier",
 		},
@@ -163,7 +163,7 @@ func Test_decideRemoval(t *testing.T) {
 		},
 		{
 			name:  "Rejoined after a confirmed removal: the new member is left alone",
-			node:  etcdNodeObj("cp-1", "v1.33.4+k3s1", fresh, recorded(old, asked), annotate(v1alpha1.K3sRemovalConfirmedAnnotation, old)),
+			node:  etcdNodeObj("cp-1", "v1.33.4+k3s1", fresh, recorded(old, asked), annotate(RemovalConfirmedAnnotation, old)),
 			view:  clusterView{rules: current, others: 2},
 			state: etcd.RemovalRemoved, reason: "left alone",
 		},
@@ -182,7 +182,7 @@ func Test_decideRemoval(t *testing.T) {
 		{
 			name:   "An old record does not block removing the member that rejoined on the Node",
 			target: fresh,
-			node:   etcdNodeObj("cp-1", "v1.33.4+k3s1", fresh, recorded(old, asked), annotate(v1alpha1.K3sRemovalConfirmedAnnotation, old)),
+			node:   etcdNodeObj("cp-1", "v1.33.4+k3s1", fresh, recorded(old, asked), annotate(RemovalConfirmedAnnotation, old)),
 			view:   clusterView{rules: current, others: 2}, request: true,
 		},
 		{

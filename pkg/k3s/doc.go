@@ -11,7 +11,7 @@
 // leader's K3s writes the condition). RKE2 is the same code under etcd.rke2.cattle.io/ keys.
 //
 // What it writes: to remove a member, one optimistic-concurrency patch that records the member
-// name (v1alpha1.K3sRemovingMemberAnnotation) and sets etcd.k3s.cattle.io/remove=true. K3s's
+// name (RemovingMemberAnnotation) and sets etcd.k3s.cattle.io/remove=true. K3s's
 // member controller does the removal and reports it with removed-node-name; the backend notices
 // that from a watch on Nodes (Start, AttachInformer, or Watcher for CAPI's clustercache).
 //

@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -82,7 +81,7 @@ func (b *Backend) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal
 // write sends what a step asks for: the removal request, or the confirmation record.
 func (b *Backend) write(ctx context.Context, node *corev1.Node, step removalStep) error {
 	if step.confirm {
-		return b.patchAnnotations(ctx, node, map[string]any{v1alpha1.K3sRemovalConfirmedAnnotation: step.result.Member.Name})
+		return b.patchAnnotations(ctx, node, map[string]any{RemovalConfirmedAnnotation: step.result.Member.Name})
 	}
 	return b.requestRemoval(ctx, node, step.member.Name)
 }
@@ -160,15 +159,15 @@ func (b *Backend) getNode(ctx context.Context, r client.Reader, name string) (*c
 func (b *Backend) requestRemoval(ctx context.Context, node *corev1.Node, member string) error {
 	keys := readNode(node).keys
 	annotations := map[string]any{
-		v1alpha1.K3sRemovingMemberAnnotation:     member,
-		v1alpha1.K3sRemovalRequestedAtAnnotation: b.cfg.Now().UTC().Format(time.RFC3339),
-		keys.Remove:                              "true",
+		RemovingMemberAnnotation:     member,
+		RemovalRequestedAtAnnotation: b.cfg.Now().UTC().Format(time.RFC3339),
+		keys.Remove:                  "true",
 	}
 	if removed, ok := node.Annotations[keys.RemovedNodeName]; ok && removed != member {
 		annotations[keys.RemovedNodeName] = nil
 	}
-	if _, ok := node.Annotations[v1alpha1.K3sRemovalConfirmedAnnotation]; ok {
-		annotations[v1alpha1.K3sRemovalConfirmedAnnotation] = nil
+	if _, ok := node.Annotations[RemovalConfirmedAnnotation]; ok {
+		annotations[RemovalConfirmedAnnotation] = nil
 	}
 	return b.patchAnnotations(ctx, node, annotations)
 }

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,23 +97,24 @@ func (b *Backend) AttachInformer(informer ctrlcache.Informer) error {
 	return nil
 }
 
-// Watcher returns a clustercache.Watcher that attaches the Backend to the Node informer of the
-// workload cluster's cache: clusterCache.Watch(ctx, clusterKey, backend.Watcher()). Use it with
-// Config.Reader from clusterCache.GetReader, so a notified read sees the event's Node.
-func (b *Backend) Watcher() clustercache.Watcher { return &nodeWatcher{b: b} }
+// Watcher returns a NodeWatcher for the Backend, to pass to Cluster API's ClusterCache:
+// clusterCache.Watch(ctx, clusterKey, backend.Watcher()). Use it with Config.Reader from
+// clusterCache.GetReader, so a notified read sees the event's Node.
+func (b *Backend) Watcher() *NodeWatcher { return &NodeWatcher{b: b} }
 
-type nodeWatcher struct{ b *Backend }
+// NodeWatcher attaches a Backend to the Node informer of a workload cluster's cache. It has the
+// methods of Cluster API's clustercache.Watcher (Name, Object, Watch; the same interface since
+// Cluster API v1.9), so this package does not import Cluster API and a provider on any of those
+// versions can use it.
+type NodeWatcher struct{ b *Backend }
 
-func (w *nodeWatcher) Name() string          { return "etcd-adapter-k3s-nodes" }
-func (w *nodeWatcher) Object() client.Object { return &corev1.Node{} }
+// Name names the watch for the ClusterCache.
+func (w *NodeWatcher) Name() string { return "etcd-adapter-k3s-nodes" }
 
-// Watch attaches to the Node informer without waiting for it to sync. Cluster API's ClusterCache
-// calls it holding the Cluster's lock and counts on it not to block (clustercache
-// cluster_accessor.go, Watch): a wait for a first list that does not come (the workload apiserver
-// went away meanwhile) would hold that lock for ever, and with it every later call for the
-// Cluster, its health probe included. Nothing is missed: the informer hands every Node to the
-// handler as an add when it syncs.
-func (w *nodeWatcher) Watch(c ctrlcache.Cache) error {
+// Object is the kind watched: Nodes.
+func (w *NodeWatcher) Object() client.Object { return &corev1.Node{} }
+
+func (w *NodeWatcher) Watch(c ctrlcache.Cache) error {
 	informer, err := c.GetInformer(context.Background(), &corev1.Node{}, ctrlcache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("failed to get Node informer: %w", err)

@@ -9,7 +9,6 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -73,8 +72,8 @@ func withdrawal(n *corev1.Node, m etcd.Member) map[string]any {
 	if disproved {
 		out[k.RemovedNodeName], out[k.Remove] = nil, nil
 	}
-	if n.Annotations[v1alpha1.K3sRemovingMemberAnnotation] == m.Name && (!claimed || disproved) {
-		out[k.Remove], out[v1alpha1.K3sRemovingMemberAnnotation], out[v1alpha1.K3sRemovalRequestedAtAnnotation] = nil, nil, nil
+	if n.Annotations[RemovingMemberAnnotation] == m.Name && (!claimed || disproved) {
+		out[k.Remove], out[RemovingMemberAnnotation], out[RemovalRequestedAtAnnotation] = nil, nil, nil
 	}
 	if len(out) == 0 {
 		return nil

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -19,7 +19,7 @@ func Test_withdrawal(t *testing.T) {
 	const member, other = "cp-2-1a2b3c4d", "cp-2-99999999"
 	k := KeysFor(programK3s)
 	m := etcd.Member{ID: MemberID(member), Name: member, NodeName: "cp-2"}
-	request := map[string]any{k.Remove: nil, v1alpha1.K3sRemovingMemberAnnotation: nil, v1alpha1.K3sRemovalRequestedAtAnnotation: nil}
+	request := map[string]any{k.Remove: nil, RemovingMemberAnnotation: nil, RemovalRequestedAtAnnotation: nil}
 	tests := []struct {
 		name        string
 		annotations map[string]string
@@ -28,22 +28,22 @@ func Test_withdrawal(t *testing.T) {
 		{"A Node gone has nothing to withdraw", nil, nil},
 		{"A Node without a request or a claim has nothing to withdraw", map[string]string{k.NodeName: member}, nil},
 		{"A pending request of this backend is withdrawn", map[string]string{
-			k.NodeName: member, k.Remove: "true", v1alpha1.K3sRemovingMemberAnnotation: member, v1alpha1.K3sRemovalRequestedAtAnnotation: "2026-11-24T16:00:00Z",
+			k.NodeName: member, k.Remove: "true", RemovingMemberAnnotation: member, RemovalRequestedAtAnnotation: "2026-11-24T16:00:00Z",
 		}, request},
 		{"A request K3s refused (remove gone) is withdrawn, so a new one can be made", map[string]string{
-			k.NodeName: member, v1alpha1.K3sRemovingMemberAnnotation: member, v1alpha1.K3sRemovalRequestedAtAnnotation: "2026-11-24T16:00:00Z",
+			k.NodeName: member, RemovingMemberAnnotation: member, RemovalRequestedAtAnnotation: "2026-11-24T16:00:00Z",
 		}, request},
 		{"A request for another member is left alone", map[string]string{
-			k.NodeName: member, k.Remove: "true", v1alpha1.K3sRemovingMemberAnnotation: other,
+			k.NodeName: member, k.Remove: "true", RemovingMemberAnnotation: other,
 		}, nil},
 		{"A claim the member's server disproved (node-name written back) is deleted with the request", map[string]string{
-			k.NodeName: member, k.RemovedNodeName: member, v1alpha1.K3sRemovingMemberAnnotation: member, v1alpha1.K3sRemovalRequestedAtAnnotation: "2026-11-24T16:00:00Z",
-		}, map[string]any{k.RemovedNodeName: nil, k.Remove: nil, v1alpha1.K3sRemovingMemberAnnotation: nil, v1alpha1.K3sRemovalRequestedAtAnnotation: nil}},
+			k.NodeName: member, k.RemovedNodeName: member, RemovingMemberAnnotation: member, RemovalRequestedAtAnnotation: "2026-11-24T16:00:00Z",
+		}, map[string]any{k.RemovedNodeName: nil, k.Remove: nil, RemovingMemberAnnotation: nil, RemovalRequestedAtAnnotation: nil}},
 		{"A disproved claim made at nobody's recorded request is deleted with remove, which K3s would act on at once", map[string]string{
 			k.NodeName: member, k.RemovedNodeName: member, k.Remove: "true",
 		}, map[string]any{k.RemovedNodeName: nil, k.Remove: nil}},
 		{"A claim whose member no Node names any more may be a real removal and is kept", map[string]string{
-			k.RemovedNodeName: member, v1alpha1.K3sRemovingMemberAnnotation: member,
+			k.RemovedNodeName: member, RemovingMemberAnnotation: member,
 		}, nil},
 		{"A claim for another member (the Node rejoined) is not this member's to withdraw", map[string]string{
 			k.NodeName: member, k.RemovedNodeName: other,

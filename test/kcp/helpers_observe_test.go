@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
 	kcpenv "github.com/etcd-adapter/etcd-adapter/test/env/kcp"
@@ -85,7 +87,7 @@ func (o *observer) tryRead(ctx context.Context) (view, error) {
 		if c := conditions.Get(m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition); c != nil {
 			v.kcpMachines[m.Name] = *c
 		}
-		facts = append(facts, etcd.MachineFacts(m))
+		facts = append(facts, capimachine.Facts(m))
 	}
 	snap, err := o.backend.Observe(ctx)
 	v.observeErr = err

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -198,5 +199,5 @@ func deletingReason(m *clusterv1.Machine) string {
 
 // membersOf returns the members of this pass's observation that belong to m.
 func (s *scope) membersOf(m *clusterv1.Machine) []etcd.Member {
-	return etcd.MembersOfMachine(s.snapshot.Members, s.machineFacts(), etcd.MachineFacts(m))
+	return etcd.MembersOfMachine(s.snapshot.Members, s.machineFacts(), capimachine.Facts(m))
 }

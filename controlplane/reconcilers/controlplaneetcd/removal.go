@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -37,7 +38,7 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 	case inFlight != nil && !slices.ContainsFunc(targets, record.isOf):
 		return r.confirmRemoval(ctx, s, m, *inFlight, len(targets))
 	case len(targets) == 0:
-		facts := etcd.MachineFacts(m)
+		facts := capimachine.Facts(m)
 		if possible := etcd.MembersPossiblyOf(s.snapshot.Members, s.machineFacts(), facts); len(possible) > 0 {
 			return identityPending(facts, possible), nil
 		}

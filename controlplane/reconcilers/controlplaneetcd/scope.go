@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -119,7 +120,7 @@ func (s *scope) machineOfMember(m etcd.Member) *clusterv1.Machine {
 	}
 	facts := make([]etcd.Machine, 0, len(s.etcdMachines))
 	for _, em := range s.etcdMachines {
-		facts = append(facts, etcd.MachineFacts(em))
+		facts = append(facts, capimachine.Facts(em))
 	}
 	var found *clusterv1.Machine
 	for i, em := range s.etcdMachines {
@@ -194,7 +195,7 @@ func (s *scope) machineFacts() []etcd.Machine {
 	machines := s.memberMachines()
 	out := make([]etcd.Machine, 0, len(machines))
 	for _, m := range machines {
-		out = append(out, etcd.MachineFacts(m))
+		out = append(out, capimachine.Facts(m))
 	}
 	return out
 }

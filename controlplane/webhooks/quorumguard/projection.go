@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -50,13 +51,13 @@ func (g *Guard) project(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEt
 	now := time.Now()
 	going := make([]etcd.Machine, 0, len(underWay)+1)
 	for _, u := range append(slices.Clip(underWay), m) {
-		f := etcd.MachineFacts(u)
+		f := capimachine.Facts(u)
 		f.MemberRemover = memberRemover(u, cpe)
 		going = append(going, f)
 	}
 	facts := make([]etcd.Machine, 0, len(all))
 	for i := range all {
-		facts = append(facts, etcd.MachineFacts(&all[i]))
+		facts = append(facts, capimachine.Facts(&all[i]))
 	}
 	verdict := etcd.CanRemoveMachines(snap, now, going, facts)
 	switch {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/controlplane/provider"
+	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm"
@@ -101,7 +102,7 @@ func RemoveMemberAfterDrain(ctx context.Context, c etcd.Cluster, machines []*clu
 	if snapshot.LeaderID == target.ID {
 		facts := make([]etcd.Machine, 0, len(machines))
 		for _, mm := range machines {
-			facts = append(facts, etcd.MachineFacts(mm))
+			facts = append(facts, capimachine.Facts(mm))
 		}
 		for _, to := range etcd.LeaderCandidates(assessed, facts, target) {
 			if _, err := c.MoveLeader(ctx, target, to); err == nil {

@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -34,7 +33,7 @@ func testHealthy(t *testing.T, env *Env) {
 		m := memberOn(g, snap, node)
 		v := etcd.CanRemoveMember(snap, time.Now(), m)
 		g.Expect(v.Allowed).To(BeFalse())
-		g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalLastMemberReason))
+		g.Expect(v.Reason).To(Equal(etcd.RemovalLastMemberReason))
 		r, err := env.Cluster.RemoveMember(ctx, m)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(r.State).To(Equal(etcd.RemovalRejected), "the backend refuses the last member itself: %s", r.Reason)
@@ -82,7 +81,7 @@ func testMemberKilled(t *testing.T, env *Env) {
 		snap, v := assess(ctx, g, env.Cluster, env.Nodes...)
 		c := v.Machines[victim]
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse), c.Message)
-		g.Expect(c.Reason).To(Equal(v1alpha1.EtcdMemberNotHealthyReason))
+		g.Expect(c.Reason).To(Equal(etcd.MemberNotHealthyReason))
 		g.Expect(c.Message).To(ContainSubstring("not answering"))
 		m, ok := snap.MemberByNode(victim)
 		g.Expect(ok).To(BeTrue(), "the killed member is still in the member list")
@@ -291,7 +290,7 @@ func testMissingCA(t *testing.T, env *Env) {
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(errors.Is(err, etcd.ErrInvalidInput)).To(BeTrue(), "want ErrInvalidInput, got %v", err)
 		g.Expect(err.Error()).To(ContainSubstring("Secret"))
-		g.Expect(etcd.ConditionReasonFor(err)).To(Equal(v1alpha1.EtcdClusterInspectionFailedReason))
+		g.Expect(etcd.ConditionReasonFor(err)).To(Equal(etcd.ClusterInspectionFailedReason))
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
 	expectNoRemoval(t, env, env.healthy, env.Nodes[1])
 }
@@ -307,10 +306,10 @@ func testAPIServerDown(t *testing.T, env *Env) {
 		_, err := env.Cluster.Observe(ctx)
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(errors.Is(err, etcd.ErrUnreachable)).To(BeTrue(), "want ErrUnreachable, got %v", err)
-		g.Expect(etcd.ConditionReasonFor(err)).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
+		g.Expect(etcd.ConditionReasonFor(err)).To(Equal(etcd.ClusterConnectionDownReason))
 		v := etcd.AssessHealth(etcd.HealthInput{ObserveErr: err, Machines: machines(env.Nodes...), Now: time.Now()})
 		g.Expect(v.Cluster.Status).To(Equal(metav1.ConditionUnknown))
-		g.Expect(v.Cluster.Reason).To(Equal(v1alpha1.EtcdClusterConnectionDownReason))
+		g.Expect(v.Cluster.Reason).To(Equal(etcd.ClusterConnectionDownReason))
 	}).WithContext(ctx).WithTimeout(2*eventually).WithPolling(pollInterval).Should(Succeed(),
 		"a stopping apiserver may keep serving open port-forwards while it drains")
 	r, err := env.Cluster.RemoveMember(ctx, memberOn(g, healthy, env.Nodes[1]))

@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -26,7 +25,7 @@ func testRemoveLosesQuorum(t *testing.T, env *Env) {
 	}).WithContext(ctx).WithTimeout(eventually).WithPolling(pollInterval).Should(Succeed())
 	v, asked := removeIfAllowed(ctx, g, env.Cluster, healthy)
 	g.Expect(asked).To(BeFalse(), "the caller removed the member on %s: %s", healthy, v.Message)
-	g.Expect(v.Reason).To(Equal(v1alpha1.MemberRemovalWouldLoseQuorumReason), v.Message)
+	g.Expect(v.Reason).To(Equal(etcd.RemovalWouldLoseQuorumReason), v.Message)
 	g.Expect(memberCount(ctx, g, env)).To(Equal(before))
 	g.Expect(hasMember(ctx, g, env, healthy)).To(BeTrue())
 	g.Expect(hasMember(ctx, g, env, down)).To(BeTrue())

@@ -22,7 +22,7 @@ const (
 
 // caseContext bounds one case.
 func caseContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), caseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout) // t.Context needs Go 1.24; this module supports 1.23
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -1,4 +1,4 @@
-package k3s_test
+package k3sbackend_test
 
 import (
 	"context"
@@ -113,7 +113,7 @@ func TestBackend_unhealthyClusterStandingOrder(t *testing.T) {
 	g.Expect(c.backend.WithdrawRemoval(ctx, m)).To(Succeed())
 	n := c.node(g, target)
 	g.Expect(n.Annotations).ToNot(HaveKey(c.keys.Remove))
-	g.Expect(n.Annotations).ToNot(HaveKey(v1alpha1.K3sRemovingMemberAnnotation))
+	g.Expect(n.Annotations).ToNot(HaveKey(k3s.RemovingMemberAnnotation))
 	g.Expect(c.etcd.Member(c.memberOf(down).Name).Restart(ctx)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		s, err := c.backend.Observe(ctx)
@@ -171,7 +171,7 @@ func TestBackend_rejoinedMemberRemovable(t *testing.T) {
 		g.Expect(ev.Contact).To(Equal(etcd.ContactAnswered), ev.Error)
 		rejoined = m
 	}, waitTimeout, pollInterval).Should(Succeed())
-	g.Expect(c.node(g, node).Annotations).To(HaveKeyWithValue(v1alpha1.K3sRemovingMemberAnnotation, old.Name), "the old record is still there")
+	g.Expect(c.node(g, node).Annotations).To(HaveKeyWithValue(k3s.RemovingMemberAnnotation, old.Name), "the old record is still there")
 
 	r, err = c.backend.WaitForRemoval(ctx, rejoined)
 	g.Expect(err).ToNot(HaveOccurred())

@@ -1,4 +1,4 @@
-package k3s_test
+package k3sbackend_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package k3s_test
+package k3sbackend_test
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func (l *lifecycle) removeFollower(t *testing.T) {
 	g.Expect(c.hasMember(g, l.oldMember)).To(BeFalse(), "etcd still lists the member")
 
 	n := c.node(g, l.removed)
-	g.Expect(n.Annotations).To(HaveKeyWithValue(v1alpha1.K3sRemovingMemberAnnotation, l.oldMember))
+	g.Expect(n.Annotations).To(HaveKeyWithValue(k3s.RemovingMemberAnnotation, l.oldMember))
 	g.Expect(n.Annotations).To(HaveKeyWithValue(c.keys.RemovedNodeName, l.oldMember))
 	v, _ := k3s.ParseVersion(c.version)
 	if v.KeepsRemoveAfterSuccess() {
@@ -170,7 +170,7 @@ func (l *lifecycle) removedAgain(t *testing.T) {
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 	g.Expect(r.Member.Name).To(Equal(l.oldMember))
 	after := c.node(g, l.removed).Annotations
-	g.Expect(after[v1alpha1.K3sRemovalRequestedAtAnnotation]).To(Equal(before[v1alpha1.K3sRemovalRequestedAtAnnotation]))
+	g.Expect(after[k3s.RemovalRequestedAtAnnotation]).To(Equal(before[k3s.RemovalRequestedAtAnnotation]))
 	g.Expect(after[c.keys.Remove]).To(Equal(before[c.keys.Remove]))
 }
 
@@ -190,7 +190,7 @@ func (l *lifecycle) rejoin(t *testing.T) {
 	t.Logf("%s: after the rejoin: %s: %s", c.version, r.State, r.Reason)
 	g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 	g.Expect(r.Member.Name).To(Equal(l.oldMember))
-	requestedAt := c.node(g, l.removed).Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]
+	requestedAt := c.node(g, l.removed).Annotations[k3s.RemovalRequestedAtAnnotation]
 	// K3s clears the old request on a rejoin (step 2: deleted, or "false" before 1.28.3); the
 	// backend must not set it again for the new member.
 	g.Eventually(func(g Gomega) {
@@ -202,7 +202,7 @@ func (l *lifecycle) rejoin(t *testing.T) {
 		g.Expect(r.State).To(Equal(etcd.RemovalRemoved))
 		n := c.node(g, l.removed)
 		g.Expect(n.Annotations[c.keys.Remove]).ToNot(Equal("true"), "the new member must not be asked to go")
-		g.Expect(n.Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]).To(Equal(requestedAt))
+		g.Expect(n.Annotations[k3s.RemovalRequestedAtAnnotation]).To(Equal(requestedAt))
 		g.Expect(c.hasMember(g, newMember)).To(BeTrue())
 	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 	r, err = c.backend.RemoveMember(ctx, l.old())

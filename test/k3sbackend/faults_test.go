@@ -1,4 +1,4 @@
-package k3s_test
+package k3sbackend_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -99,13 +100,13 @@ func TestBackend_memberControllerStopped(t *testing.T) {
 	}, waitTimeout, pollInterval).Should(Succeed())
 	g.Expect(c.hasMember(g, member)).To(BeTrue())
 	// A restarted controller keeps waiting and does not request again.
-	requestedAt := c.node(g, node).Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]
+	requestedAt := c.node(g, node).Annotations[k3s.RemovalRequestedAtAnnotation]
 	restarted, err := k3s.New(k3s.Config{Client: c.client})
 	g.Expect(err).ToNot(HaveOccurred())
 	r, err = restarted.RemoveMember(ctx, c.memberOf(node))
 	g.Expect(err).ToNot(HaveOccurred())
 	g.Expect(r.State).To(Equal(etcd.RemovalInProgress))
-	g.Expect(c.node(g, node).Annotations[v1alpha1.K3sRemovalRequestedAtAnnotation]).To(Equal(requestedAt))
+	g.Expect(c.node(g, node).Annotations[k3s.RemovalRequestedAtAnnotation]).To(Equal(requestedAt))
 
 	g.Expect(c.sim.StartMemberController(ctx)).To(Succeed())
 	wait, cancel2 := context.WithTimeout(ctx, waitTimeout)
