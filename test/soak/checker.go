@@ -151,8 +151,11 @@ func (k *checker) checkHooks(listed map[uint64]*pb.Member, ms map[string]*cluste
 		}
 		m, exists := ms[rec.name]
 		switch {
-		case !exists && k.seen[rec.name]:
-			k.flag("hook/"+rec.name, "Machine %s is gone while its member %s/%x is listed", rec.name, lm.Name, id)
+		case !exists:
+			// A Machine no sample has seen yet may still be on its way into the cache.
+			if k.seen[rec.name] {
+				k.flag("hook/"+rec.name, "Machine %s is gone while its member %s/%x is listed", rec.name, lm.Name, id)
+			}
 		case !m.DeletionTimestamp.IsZero() && m.Annotations[v1alpha1.PreTerminateHookAnnotation] == "":
 			k.flag("hook/"+rec.name, "hook released from deleting Machine %s while its member %s/%x is listed", rec.name, lm.Name, id)
 		}
