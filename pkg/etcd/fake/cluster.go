@@ -29,6 +29,13 @@ type Cluster struct {
 	MovedLeader [][2]etcd.Member
 	// RemovedMembers records every RemoveMember call's member.
 	RemovedMembers []etcd.Member
+
+	// ApplyChanges makes the scripted cluster change as etcd would: a RemoveMember that reports
+	// RemovalRemoved takes the member out of ObserveResponse (its member list, its evidence and
+	// every other member's list, and the leader when it led), and a MoveLeader that reports
+	// LeaderMoved makes the target the leader, so the next Observe shows the change. Off, the
+	// next Observe returns ObserveResponse unchanged.
+	ApplyChanges bool
 }
 
 // Observe returns ObserveResponse and ObserveError.
@@ -43,6 +50,9 @@ func (c *Cluster) MoveLeader(_ context.Context, from, to etcd.Member) (etcd.Lead
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.MovedLeader = append(c.MovedLeader, [2]etcd.Member{from, to})
+	if c.ApplyChanges && c.MoveLeaderError == nil && c.MoveLeaderResponse.Outcome == etcd.LeaderMoved && c.ObserveResponse != nil {
+		c.ObserveResponse = withLeader(c.ObserveResponse, to.ID)
+	}
 	return c.MoveLeaderResponse, c.MoveLeaderError
 }
 
@@ -51,8 +61,12 @@ func (c *Cluster) RemoveMember(_ context.Context, m etcd.Member) (etcd.Removal, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.RemovedMembers = append(c.RemovedMembers, m)
-	if r, ok := c.RemoveMemberResponses[m.ID]; ok {
-		return r, c.RemoveMemberError
+	r, ok := c.RemoveMemberResponses[m.ID]
+	if !ok {
+		r = etcd.Removal{State: etcd.RemovalRemoved, Member: m}
 	}
-	return etcd.Removal{State: etcd.RemovalRemoved, Member: m}, c.RemoveMemberError
+	if c.ApplyChanges && c.RemoveMemberError == nil && r.State == etcd.RemovalRemoved && c.ObserveResponse != nil {
+		c.ObserveResponse = without(c.ObserveResponse, m.ID)
+	}
+	return r, c.RemoveMemberError
 }
