@@ -6,6 +6,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 )
 
 // This module stands where cluster-api-k3s stands: importing etcd-adapter's decisions and K3s
@@ -22,3 +26,6 @@ func TestPinnedVersions(t *testing.T) {
 		"k8s.io/client-go=v0.32.3",
 	}))
 }
+
+// The K3s backend's Node watcher plugs into the ClusterCache of this Cluster API version too.
+var _ clustercache.Watcher = (*k3s.NodeWatcher)(nil)
