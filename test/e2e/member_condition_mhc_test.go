@@ -410,7 +410,7 @@ func setOtherWriterCondition(ctx context.Context, m *clusterv1.Machine) {
 
 // ownerRemediation plays the control-plane provider's part of a MachineHealthCheck remediation
 // as KubeadmControlPlane does (sigs.k8s.io/cluster-api v1.14.2
-// controlplane/kubeadm/internal/controllers/remediation.go reconcileUnhealthyMachines) and
+// controlplane/kubeadm/reconcilers/kubeadmcontrolplane/remediation.go reconcileUnhealthyMachines) and
 // KThreesControlPlane after it (k3s-io/cluster-api-k3s controlplane/controllers/remediation.go, a
 // port of KCP's): while any control-plane Machine is being deleted it waits; otherwise it deletes
 // the oldest Machine the MachineHealthCheck marked (MachineHealthCheckSucceeded False and
