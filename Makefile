@@ -72,6 +72,13 @@ bench-fleet: envtest-assets ## Manager CPU, memory, fds, goroutines and status f
 bench-hooks: envtest-assets ## Pre-terminate hook latency per backend (median, p99 of 20 deletions) and member failure → status.
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/hookbench -run '^$$' -bench BenchmarkHookRelease -benchtime 1x -count=1 -timeout 60m
 
+# The member death → replacement benchmark alone: per backend, 3 members killed while their Nodes
+# stay Ready, each replaced through EtcdAdapterMemberHealthy, Cluster API's MachineHealthCheck and
+# an owner stand-in; prints each phase from the death.
+.PHONY: bench-replacement
+bench-replacement: envtest-assets ## Member death → MachineHealthCheck remediation → replacement member healthy, per backend.
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/hookbench -run '^$$' -bench BenchmarkMemberDeathReplacement -benchtime 1x -count=1 -timeout 60m
+
 # The seeded soak (test/soak, build tag soak, so `make test` compiles no test there): random but
 # reproducible scenarios on every
 # backend until SOAK_DURATION passed (or SOAK_SCENARIOS were played), judged from etcd itself. The

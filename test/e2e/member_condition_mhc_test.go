@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,8 +16,10 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -97,6 +100,55 @@ var _ = Describe("MachineHealthCheck remediating on EtcdAdapterMemberHealthy", f
 		}
 		Expect(serializableMemberIDs(ctx, c, "cp-0")).To(Equal(before), "no member was removed")
 	}, SpecTimeout(6*time.Minute))
+
+	// Note: removing a dead member never lowers etcd's margin (h healthy of n voters keep a
+	// quorum of n-1 when they had one of n), so with quorum held the guard rightly lets the
+	// owner remediate a second dead member, also while another remediation is under way; and a
+	// second death in a 3-member cluster loses quorum by itself, with nothing left to commit a
+	// removal. The remediation that would lose quorum is of a Machine whose member is healthy
+	// while another member is dead, and a remediation under way does not make it safe.
+	It("K3s: while one Machine is being remediated and another's member is dead, the remediation of a third is refused by the quorum guard, even with no unhealthyLessThanOrEqualTo; no member is removed and quorum holds", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
+		c.expectMembers(ctx, 3)
+		// memberUnhealthyTimeout stays at its default (2m): the dead member's Machine is not
+		// marked during the spec, so the owner has only the third Machine to try.
+		c.expectMemberConditions(ctx, metav1.ConditionTrue)
+		createSampleMHC(ctx, c, withoutUnhealthyLimit, withNodeNetworkUnavailable)
+		owner := startEagerOwnerRemediation(ctx, c)
+		first, third := c.machines["cp-1"], c.machines["cp-0"]
+		before := memberIDs(ctx, c)
+
+		By("a Pod under a PodDisruptionBudget that allows no eviction holds the drain of cp-1, whose Node reports NetworkUnavailable: the MachineHealthCheck marks it and the owner deletes it; its member stays a healthy voter")
+		holdDrain(ctx, c, "cp-1")
+		setNodeCondition(ctx, c, "cp-1", corev1.NodeNetworkUnavailable, corev1.ConditionTrue)
+		waitForDeletion(ctx, first)
+		Expect(owner.refused()).To(BeEmpty(), "with every member healthy the first remediation is safe")
+
+		By("cp-2's member dies while cp-1 is being remediated (2 of 3 members run, so the etcd leader's K3s reports it), then cp-0's Node reports NetworkUnavailable and the owner tries to remediate cp-0")
+		dead := c.workload.Etcd.MemberOnNode("cp-2").Name()
+		Expect(c.workload.Simulator.Quiesced(func() error { return c.workload.Etcd.StopMember(ctx, dead) })).To(Succeed())
+		Eventually(func(g Gomega) {
+			for _, mm := range c.status(ctx).Status.Members {
+				if mm.Name == dead {
+					g.Expect(mm.Health).To(Equal(v1alpha1.MemberUnhealthy))
+				}
+			}
+		}, reconcileTimeout).Should(Succeed(), "etcd-adapter must see member %s dead", dead)
+		setNodeCondition(ctx, c, "cp-0", corev1.NodeNetworkUnavailable, corev1.ConditionTrue)
+		Eventually(func() string { r, _ := owner.refusal(third.Name); return r }, reconcileTimeout, 200*time.Millisecond).Should(
+			ContainSubstring("("+v1alpha1.MemberRemovalWouldLoseQuorumReason+")"), "the owner must have tried %s and been refused", third.Name)
+		refusal, _ := owner.refusal(third.Name)
+		Expect(refusal).To(ContainSubstring("with the deletions of Machines "+first.Name+" already under way"), "the guard must count the remediation under way")
+		Expect(refusal).To(ContainSubstring(dead+" (Unhealthy"), "the refusal names the dead member")
+		AddReportEntry("K3s: the owner's remediation of cp-0 while cp-1 is being remediated and cp-2's member is dead, refused", refusal)
+
+		Consistently(func(g Gomega) {
+			m := &clusterv1.Machine{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(third), m)).To(Succeed())
+			g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "Machine %s must not be deleted while that would lose quorum", m.Name)
+			g.Expect(memberIDsWith(ctx, g, c)).To(Equal(before), "no member is removed: cp-1's or cp-0's removal would leave one healthy member of two")
+		}, 20*time.Second, time.Second).Should(Succeed())
+	}, SpecTimeout(8*time.Minute))
 
 	It("kubeadm: a Machine whose member is dead while its Node stays Ready is marked and remediated by the owner", func(ctx SpecContext) {
 		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeManage)
@@ -190,6 +242,32 @@ func createSampleMHC(ctx context.Context, c *testCluster, edits ...func(*cluster
 // alone must keep etcd's quorum.
 func withoutUnhealthyLimit(mhc *clusterv1.MachineHealthCheck) {
 	mhc.Spec.Remediation.TriggerIf = clusterv1.MachineHealthCheckRemediationTriggerIf{}
+}
+
+// withNodeNetworkUnavailable adds a Node check to the sample (NetworkUnavailable True for 1 s),
+// so that a Machine can be remediated for a reason that leaves its Node Ready and its etcd member
+// healthy.
+func withNodeNetworkUnavailable(mhc *clusterv1.MachineHealthCheck) {
+	mhc.Spec.Checks.UnhealthyNodeConditions = append(mhc.Spec.Checks.UnhealthyNodeConditions, clusterv1.UnhealthyNodeCondition{
+		Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue, TimeoutSeconds: ptr.To[int32](1),
+	})
+}
+
+// holdDrain puts a Pod on the Node under a PodDisruptionBudget that allows no eviction, so that
+// Cluster API's drain of the Node's Machine never ends (see drain_pdb_test.go).
+func holdDrain(ctx context.Context, c *testCluster, node string) {
+	wl := c.workload.APIServer.Client
+	pod := createPod(ctx, wl, node)
+	Expect(wl.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+	pod.Labels = map[string]string{"app": "held"}
+	Expect(wl.Update(ctx, pod)).To(Succeed())
+	Expect(wl.Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: "held"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: pod.Labels},
+		},
+	})).To(Succeed())
 }
 
 // remediateDeadMember stops the member on the Node of Machine node and checks that the
@@ -332,7 +410,7 @@ func setOtherWriterCondition(ctx context.Context, m *clusterv1.Machine) {
 
 // ownerRemediation plays the control-plane provider's part of a MachineHealthCheck remediation
 // as KubeadmControlPlane does (sigs.k8s.io/cluster-api v1.14.2
-// controlplane/kubeadm/internal/controllers/remediation.go reconcileUnhealthyMachines) and
+// controlplane/kubeadm/reconcilers/kubeadmcontrolplane/remediation.go reconcileUnhealthyMachines) and
 // KThreesControlPlane after it (k3s-io/cluster-api-k3s controlplane/controllers/remediation.go, a
 // port of KCP's): while any control-plane Machine is being deleted it waits; otherwise it deletes
 // the oldest Machine the MachineHealthCheck marked (MachineHealthCheckSucceeded False and
@@ -344,6 +422,10 @@ func setOtherWriterCondition(ctx context.Context, m *clusterv1.Machine) {
 // which etcd-adapter adopts when no KThreesControlPlane is left (tested in
 // k3s_coexistence_test.go).
 type ownerRemediation struct {
+	// eager deletes a marked Machine while another is being deleted, as a provider whose
+	// check of deletions under way is missing: then only the quorum guard keeps quorum.
+	eager bool
+
 	mu       sync.Mutex
 	refusals map[string]string
 }
@@ -352,7 +434,16 @@ type ownerRemediation struct {
 const ownerInterval = 500 * time.Millisecond
 
 func startOwnerRemediation(ctx context.Context, c *testCluster) *ownerRemediation {
-	o := &ownerRemediation{refusals: map[string]string{}}
+	return startOwner(ctx, c, &ownerRemediation{refusals: map[string]string{}})
+}
+
+// startEagerOwnerRemediation is startOwnerRemediation for an owner that does not wait for
+// deletions under way.
+func startEagerOwnerRemediation(ctx context.Context, c *testCluster) *ownerRemediation {
+	return startOwner(ctx, c, &ownerRemediation{eager: true, refusals: map[string]string{}})
+}
+
+func startOwner(ctx context.Context, c *testCluster, o *ownerRemediation) *ownerRemediation {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	DeferCleanup(func() { cancel(); <-done })
@@ -381,6 +472,9 @@ func (o *ownerRemediation) step(ctx context.Context, c *testCluster) {
 	for i := range list.Items {
 		m := &list.Items[i]
 		if !m.DeletionTimestamp.IsZero() {
+			if o.eager {
+				continue
+			}
 			return
 		}
 		if conditions.IsFalse(m, clusterv1.MachineHealthCheckSucceededCondition) && conditions.IsFalse(m, clusterv1.MachineOwnerRemediatedCondition) {
@@ -396,6 +490,13 @@ func (o *ownerRemediation) step(ctx context.Context, c *testCluster) {
 		o.refusals[marked[0].Name] = err.Error()
 		o.mu.Unlock()
 	}
+}
+
+// refused returns every refused deletion so far, by Machine.
+func (o *ownerRemediation) refused() map[string]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.refusals)
 }
 
 // refusal returns why the deletion of the Machine was last refused, if it was.

@@ -9,4 +9,11 @@
 // member removal in 30 s steps.
 //
 //	make bench-hooks
+//
+// BenchmarkMemberDeathReplacement measures issue 32's loop per backend: from an etcd member's
+// death (its Node stays Ready) through EtcdAdapterMemberHealthy, Cluster API's
+// MachineHealthCheck and the owner's deletion, etcd-adapter's hook and the Machine going, to the
+// replacement member started and every member a healthy voter again.
+//
+//	make bench-replacement
 package hookbench
