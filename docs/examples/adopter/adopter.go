@@ -169,9 +169,11 @@ func PlaceHook(ctx context.Context, k client.Client, m *clusterv1.Machine) (bool
 // reason kept on the Machine) until a person annotates the Machine
 // etcd-adapter.cluster.x-k8s.io/retry-removal=true or release-hook=true. Call it for one
 // deleting Machine of a Cluster at a time, on every reconcile, until the outcome is Done; show
-// the outcome's Phase and Message in the provider's own condition.
-func RemoveMemberAfterDrain(ctx context.Context, c etcd.Cluster, k client.Client, cp hook.ControlPlane, machines []*clusterv1.Machine, m *clusterv1.Machine, now time.Time) (hook.Outcome, error) {
-	f := hook.Flow{Hook: ProviderHook, Cluster: c, Patch: Patcher(k, m.Namespace), ControlPlane: cp, Machines: Facts(machines), Now: now}
+// the outcome's Phase and Message in the provider's own condition. cpDeleting says the Cluster or
+// the control-plane object is being deleted: the hooks are then released without a removal.
+func RemoveMemberAfterDrain(ctx context.Context, c etcd.Cluster, k client.Client, cp hook.ControlPlane, cpDeleting bool, machines []*clusterv1.Machine, m *clusterv1.Machine, now time.Time) (hook.Outcome, error) {
+	f := hook.Flow{Hook: ProviderHook, Cluster: c, Patch: Patcher(k, m.Namespace), ControlPlane: cp, ControlPlaneDeleting: cpDeleting,
+		Machines: Facts(machines), Now: now}
 	return f.Step(ctx, MachineState(m))
 }
 

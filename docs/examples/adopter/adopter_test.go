@@ -49,7 +49,7 @@ func Example() {
 
 	drained(ctx, k, victim) // Cluster API deletes, drains, then waits on the hooks
 	for range 5 {
-		o, err := adopter.RemoveMemberAfterDrain(ctx, etcdCluster, k, k3sControlPlane, machines, get(ctx, k, victim), now)
+		o, err := adopter.RemoveMemberAfterDrain(ctx, etcdCluster, k, k3sControlPlane, false, machines, get(ctx, k, victim), now)
 		if err != nil {
 			fmt.Println("error:", err)
 			return
@@ -83,7 +83,7 @@ func Example_rejected() {
 	drained(ctx, k, victim)
 
 	step := func() hook.Outcome {
-		o, err := adopter.RemoveMemberAfterDrain(ctx, etcdCluster, k, k3sControlPlane, machines, get(ctx, k, victim), now)
+		o, err := adopter.RemoveMemberAfterDrain(ctx, etcdCluster, k, k3sControlPlane, false, machines, get(ctx, k, victim), now)
 		if err != nil {
 			fmt.Println("error:", err)
 		}
