@@ -10,7 +10,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,7 +21,6 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
-	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 // Path is where the webhook is served.
@@ -115,12 +113,7 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 			return resp
 		}
 	}
-	embedded := false
-	if !etcdMachine {
-		if embedded, err = w.embedsRemoval(ctx, cluster); err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
-	}
+	embedded := !etcdMachine && w.embedsRemoval(ctx, cluster)
 	d := decide(cluster, cpe, w.handles(cluster), etcdFacts, embedded)
 	log.V(2).Info("Machine hook decision", "Cluster", klog.KObj(cluster), "addHook", d.addHook, "why", d.why)
 	switch {
@@ -130,19 +123,6 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("").WithWarnings(d.warning)
 	}
 	return admission.Allowed("")
-}
-
-// embedsRemoval reads the metadata of the Cluster's control-plane object and reports whether it
-// carries hook.EmbeddedRemovalAnnotation. An object that does not exist (yet), or a kind the
-// manager does not read, carries none.
-func (w *Webhook) embedsRemoval(ctx context.Context, cluster *clusterv1.Cluster) (bool, error) {
-	obj := &metav1.PartialObjectMetadata{}
-	found, err := backends.GetControlPlane(ctx, w.Client, w.mapper, cluster, obj)
-	if err != nil || !found {
-		return false, err
-	}
-	_, embedded, _ := hook.EmbeddedRemovalHookOf(obj.Annotations)
-	return embedded, nil
 }
 
 // etcdMachineFacts reads which EtcdadmCluster the etcd Machine's Cluster owns, or returns the
