@@ -223,19 +223,26 @@ func (r *Reconciler) controlPlaneFacts(ctx context.Context, cluster *clusterv1.C
 	case ec != nil:
 		return ControlPlaneFacts{Read: true, EtcdadmCluster: true}, nil
 	}
+	if cluster.Spec.ControlPlaneRef.Kind != backends.KubeadmControlPlaneKind {
+		// Note: only the metadata, so the cache keeps a metadata informer for these kinds, as the
+		// ControlPlaneEtcd controller's reads do.
+		obj := &metav1.PartialObjectMetadata{}
+		found, err := backends.GetControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster, obj)
+		if err != nil || !found {
+			return ControlPlaneFacts{}, err
+		}
+		_, embedded, _ := hook.EmbeddedRemovalHookOf(obj.Annotations)
+		return ControlPlaneFacts{Read: true, EmbeddedRemoval: embedded}, nil
+	}
 	obj, err := backends.ReadControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster)
 	if err != nil || obj == nil {
 		return ControlPlaneFacts{}, err
 	}
 	_, embedded, _ := hook.EmbeddedRemovalHookOf(obj.GetAnnotations())
-	facts := ControlPlaneFacts{Read: true, EmbeddedRemoval: embedded}
-	if cluster.Spec.ControlPlaneRef.Kind == backends.KubeadmControlPlaneKind {
-		// Note: an external etcd whose endpoints are unusable is still external; its
-		// ControlPlaneEtcd reports why they are.
-		kcp, _ := backends.KubeadmEtcdOf(obj)
-		facts.ExternalEtcd = kcp.External
-	}
-	return facts, nil
+	// Note: an external etcd whose endpoints are unusable is still external; its
+	// ControlPlaneEtcd reports why they are.
+	kcp, _ := backends.KubeadmEtcdOf(obj)
+	return ControlPlaneFacts{Read: true, ExternalEtcd: kcp.External, EmbeddedRemoval: embedded}, nil
 }
 
 // newControlPlaneEtcd builds the Cluster's ControlPlaneEtcd. It carries the Cluster's

@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 func TestReconciler_Reconcile(t *testing.T) {
@@ -58,6 +59,11 @@ func TestReconciler_Reconcile(t *testing.T) {
 			labels:      map[string]string{clusterv1.WatchLabel: "shard-a", "other": "not copied"},
 			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage,
 			wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.WatchLabel: "shard-a"}},
+		{name: "a K3s Cluster whose KThreesControlPlane says its provider removes members gets a k3s ControlPlaneEtcd in Observe", kind: "KThreesControlPlane",
+			kcp:         k3sControlPlane(map[string]string{hook.EmbeddedRemovalAnnotation: hook.PreTerminateHookPrefix + "/k3s-etcd"}),
+			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "a K3s Cluster whose KThreesControlPlane has no such annotation gets Manage", kind: "KThreesControlPlane", kcp: k3sControlPlane(nil),
+			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
 		{name: "an opted-out Cluster gets none", kind: "KThreesControlPlane", annotations: map[string]string{v1alpha1.OptOutAnnotation: "true"}, wantNone: true},
 		{name: "an opt-out annotation other than \"true\" opts nothing out", kind: "KThreesControlPlane", annotations: map[string]string{v1alpha1.OptOutAnnotation: "false"},
 			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
@@ -122,9 +128,22 @@ var kcpGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Ver
 
 var etcdadmGVK = backends.EtcdadmClusterGroupKind.WithVersion("v1beta1")
 
+var k3sGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KThreesControlPlane"}
+
+// k3sControlPlane is KThreesControlPlane c, with the given annotations.
+func k3sControlPlane(annotations map[string]string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(k3sGVK)
+	obj.SetNamespace("ns")
+	obj.SetName("c")
+	obj.SetAnnotations(annotations)
+	return obj
+}
+
 func restMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{kcpGVK.GroupVersion(), etcdadmGVK.GroupVersion()})
 	m.Add(kcpGVK, meta.RESTScopeNamespace)
+	m.Add(k3sGVK, meta.RESTScopeNamespace)
 	m.Add(etcdadmGVK, meta.RESTScopeNamespace)
 	return m
 }
