@@ -4,6 +4,9 @@
 // KubeadmControlPlane-compatible conditions (EtcdMemberHealthy on Machines, EtcdClusterHealthy on
 // the control-plane object), so users keep the condition types and reasons they alert on.
 //
+// It is the Cluster API v1beta2 face of pkg/etcd/provider, which a provider on another Cluster API
+// version (or with v1beta1 conditions and names of its own) uses directly.
+//
 // Everything here is pure: the provider observes etcd (etcd.Cluster.Observe) once per reconcile
 // and passes the snapshot, or the error, to each call.
 package provider

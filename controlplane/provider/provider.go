@@ -2,7 +2,6 @@ package provider
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	etcdprovider "github.com/etcd-adapter/etcd-adapter/pkg/etcd/provider"
 )
 
 // Observation is one look at a control plane's etcd: the snapshot, or why there is none, and the
@@ -44,7 +44,12 @@ func (o Observation) facts() []etcd.Machine {
 
 // Health computes the KubeadmControlPlane-compatible conditions of the observation.
 func (o Observation) Health() etcd.HealthVerdict {
-	return etcd.AssessHealth(etcd.HealthInput{Snapshot: o.Snapshot, ObserveErr: o.Err, Machines: o.facts(), Now: o.now()})
+	return o.light().Health()
+}
+
+// light is the observation as pkg/etcd/provider reads it: plain Machine data.
+func (o Observation) light() etcdprovider.Observation {
+	return etcdprovider.Observation{Snapshot: o.Snapshot, Err: o.Err, Machines: o.facts(), Now: o.now()}
 }
 
 // MemberProblem names one member that is not healthy, and why.
@@ -61,11 +66,13 @@ type MemberProblem struct {
 
 // PreflightResult says whether a scale or remediation may start from the current etcd state.
 type PreflightResult struct {
-	// Healthy is true when every member is a healthy voter, they agree on the member list and
-	// cluster ID, none has alarms, a leader is known, and every Machine hosts a member: the
-	// seed proposal's preflight (case 1) plus what this backend can check.
+	// Healthy is true when, leaving out the Machines being removed, every member is a healthy
+	// voter, they agree on the member list and cluster ID, none has alarms, a leader is known,
+	// and every Machine hosts a member: the seed proposal's preflight (case 1) plus what this
+	// backend can check.
 	Healthy bool
-	// Members lists the members that are not healthy voters.
+	// Members lists every finding: the members that are not healthy voters (Member set), then
+	// Machines without a member and cluster-wide findings such as alarms (Member zero).
 	Members []MemberProblem
 	// Condition is the EtcdClusterHealthy condition; its message holds every finding.
 	Condition metav1.Condition
@@ -87,22 +94,19 @@ func (r PreflightResult) String() string {
 }
 
 // Preflight decides whether etcd is healthy enough to scale up, scale down or roll out: every
-// member healthy, same member list everywhere, no alarms. A failed observation is not healthy.
-func Preflight(o Observation) PreflightResult {
-	v := o.Health()
-	r := PreflightResult{Healthy: v.Cluster.Status == metav1.ConditionTrue, Condition: v.Cluster}
-	for _, mh := range v.Members {
-		if mh.Health == etcd.Healthy && !mh.Member.IsLearner {
-			continue
-		}
-		msg := mh.Message
-		if msg == "" && mh.Member.IsLearner {
-			msg = "learner, waiting to be promoted"
-		}
-		r.Members = append(r.Members, MemberProblem{Member: mh.Member, Machine: machineOnNode(o.Machines, mh.Member.NodeName), Health: mh.Health, Message: msg})
+// member healthy, same member list everywhere, no alarms, a leader, every Machine with a member.
+// The Machines being removed (a scale-down's or rollout's victim) are left out, as KCP's own
+// preflight does: a broken member does not block the removal of its own Machine (see
+// pkg/etcd/provider.Preflight, which this wraps). A failed observation is not healthy.
+func Preflight(o Observation, removing ...*clusterv1.Machine) PreflightResult {
+	names := make([]string, 0, len(removing))
+	for _, m := range removing {
+		names = append(names, m.Name)
 	}
-	if len(r.Members) > 0 {
-		r.Healthy = false
+	light := etcdprovider.Preflight(o.light(), names...)
+	r := PreflightResult{Healthy: light.Healthy, Condition: o.Health().Cluster}
+	for _, p := range light.Problems {
+		r.Members = append(r.Members, MemberProblem{Member: p.Member, Machine: p.Machine, Health: p.Health, Message: p.Message})
 	}
 	return r
 }
@@ -111,10 +115,7 @@ func Preflight(o Observation) PreflightResult {
 // Node hosts can be removed, one after the other, keeping quorum. Call it right before deleting
 // the Machine; a failed observation is never safe.
 func MayScaleDown(o Observation, m *clusterv1.Machine) etcd.QuorumVerdict {
-	if m.Status.NodeRef.Name == "" {
-		return etcd.CanRemediate(o.Snapshot, o.now(), capimachine.Facts(m))
-	}
-	return etcd.CanRemoveNode(o.Snapshot, o.now(), m.Status.NodeRef.Name)
+	return etcdprovider.MayScaleDown(o.light(), capimachine.Facts(m))
 }
 
 // MayRemediate decides whether a Machine marked by a MachineHealthCheck may be deleted and
@@ -122,7 +123,7 @@ func MayScaleDown(o Observation, m *clusterv1.Machine) etcd.QuorumVerdict {
 // not affect etcd; a broken member counts as unhealthy, so remediating it is usually allowed
 // while remediating a healthy Machine next to a broken one is refused.
 func MayRemediate(o Observation, m *clusterv1.Machine) etcd.QuorumVerdict {
-	return etcd.CanRemediate(o.Snapshot, o.now(), capimachine.Facts(m))
+	return etcdprovider.MayRemediate(o.light(), capimachine.Facts(m))
 }
 
 // SetConditions writes EtcdMemberHealthy on every Machine of the observation and
@@ -140,12 +141,4 @@ func SetConditions(controlPlane conditions.Setter, o Observation) etcd.HealthVer
 		conditions.Set(controlPlane, v.Cluster)
 	}
 	return v
-}
-
-func machineOnNode(machines []*clusterv1.Machine, node string) string {
-	i := slices.IndexFunc(machines, func(m *clusterv1.Machine) bool { return node != "" && m.Status.NodeRef.Name == node })
-	if i < 0 {
-		return ""
-	}
-	return machines[i].Name
 }

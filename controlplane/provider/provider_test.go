@@ -133,3 +133,26 @@ func TestSetConditions(t *testing.T) {
 	g.Expect(got.Reason).To(Equal(v1alpha1.EtcdMemberNotHealthyReason))
 	g.Expect(conditions.Get(cp, v1alpha1.EtcdClusterHealthyCondition).Reason).To(Equal(v1alpha1.EtcdClusterNotHealthyReason))
 }
+
+func TestPreflight_leavesOutTheMachinesBeingRemoved(t *testing.T) {
+	tests := []struct {
+		name     string
+		removing int
+		healthy  bool
+	}{
+		{"scaling down the Machine whose member is broken is allowed", 2, true},
+		{"scaling down another Machine is refused while a member is broken", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s, machines := healthyCluster(3)
+			breakMember(s, 2)
+			r := provider.Preflight(provider.Observation{Snapshot: s, Machines: machines, Now: now}, machines[tt.removing])
+			g.Expect(r.Healthy).To(Equal(tt.healthy), r.String())
+			if !tt.healthy {
+				g.Expect(r.Members).To(ContainElement(HaveField("Machine", "m-cp-2")))
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 // handBackMachines runs outside Manage mode: it takes etcd-adapter's hook off every Machine,
@@ -50,6 +51,9 @@ func (r *Reconciler) handBack(ctx context.Context, s *scope, m *clusterv1.Machin
 		return fmt.Errorf("failed to take the pre-terminate hook off Machine %s: %w", klog.KObj(m), err)
 	}
 	why := fmt.Sprintf("ControlPlaneEtcd %s is in mode %s", s.cpe.Name, s.cpe.Spec.Mode)
+	if s.embeddedRemoval && s.cpe.Spec.Mode == v1alpha1.ModeManage {
+		why = fmt.Sprintf("%s has annotation %s: its provider removes etcd members itself", s.controlPlaneName, hook.EmbeddedRemovalAnnotation)
+	}
 	if m.DeletionTimestamp.IsZero() {
 		r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventHookHandedBack, "Took the etcd-adapter pre-terminate hook off: "+why)
 	} else {

@@ -8,6 +8,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 func Test_orderBefore(t *testing.T) {
@@ -81,4 +82,20 @@ func Test_anyDeletingWith(t *testing.T) {
 	g.Expect(anyDeletingWith([]*clusterv1.Machine{held}, v1alpha1.KCPHookAnnotation)).To(BeFalse(), "a Machine that is not deleting does not need the order")
 	held.DeletionTimestamp = &now
 	g.Expect(anyDeletingWith([]*clusterv1.Machine{held}, v1alpha1.KCPHookAnnotation)).To(BeTrue())
+}
+
+// Test_hookKeysAgree checks that the hook keys api/v1alpha1 names are those of pkg/etcd/hook,
+// which a provider embedding the flow and the quorum guard read alike. (api/v1alpha1 cannot
+// alias them while pkg/etcd imports it.)
+func Test_hookKeysAgree(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(hook.ManagerHookKey).To(Equal(v1alpha1.PreTerminateHookAnnotation))
+	g.Expect(hook.ManagerHookValue).To(Equal(v1alpha1.PreTerminateHookValue))
+	g.Expect(hook.KCPHookKey).To(Equal(v1alpha1.KCPHookAnnotation))
+	g.Expect(hook.RKE2HookKey).To(Equal(v1alpha1.RKE2HookAnnotation))
+	g.Expect(hook.PreTerminateHookPrefix).To(Equal(clusterv1.PreTerminateDeleteHookAnnotationPrefix))
+	g.Expect(hook.WaitingForPreTerminateHookReason).To(Equal(clusterv1.MachineDeletingWaitingForPreTerminateHookReason))
+	g.Expect(hook.ReleaseHookAnnotation).To(Equal(v1alpha1.ReleaseHookAnnotation))
+	g.Expect(hook.RetryRemovalAnnotation).To(Equal(v1alpha1.RetryRemovalAnnotation))
+	g.Expect(hook.AnnotationTrue).To(Equal(v1alpha1.AnnotationTrue))
 }

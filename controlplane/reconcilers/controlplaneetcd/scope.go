@@ -15,6 +15,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/pkg/capimachine"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 // scope is what one pass knows: gathered at its start, added to by the phases, and turned into
@@ -37,6 +38,13 @@ type scope struct {
 	legacyHookAdoptable bool
 	// controlPlaneFacts decide whether a provider's own hook goes before or after ours.
 	controlPlaneFacts controlPlaneFacts
+	// embeddedRemoval is true when the control-plane object carries hook.EmbeddedRemovalAnnotation:
+	// its provider removes members itself, so this controller only observes the Cluster.
+	embeddedRemoval bool
+	// embeddedRemovalErr says what is wrong with that annotation's value, if anything.
+	embeddedRemovalErr error
+	// controlPlaneName names the control-plane object, for messages.
+	controlPlaneName string
 
 	backend    etcd.Cluster
 	snapshot   *etcd.Snapshot
@@ -81,6 +89,10 @@ func (r *Reconciler) newScope(ctx context.Context, cpe *v1alpha1.ControlPlaneEtc
 	s.controlPlaneDeleting = s.controlPlaneDeleting || !cluster.DeletionTimestamp.IsZero() || (cp != nil && !cp.DeletionTimestamp.IsZero())
 	s.legacyHookAdoptable = cluster.Spec.ControlPlaneRef.Kind != kthreesControlPlaneKind || cp == nil
 	s.controlPlaneFacts = r.controlPlaneFactsFor(ctx, cluster, s.machines)
+	if cp != nil {
+		s.controlPlaneName = fmt.Sprintf("%s %s", cluster.Spec.ControlPlaneRef.Kind, cp.Name)
+		s.controlPlaneFacts.EmbeddedRemovalHook, s.embeddedRemoval, s.embeddedRemovalErr = hook.EmbeddedRemovalHookOf(cp.Annotations)
+	}
 	return s, nil
 }
 
@@ -150,14 +162,21 @@ func (r *Reconciler) controlPlane(ctx context.Context, cluster *clusterv1.Cluste
 	return obj, nil
 }
 
-// manages reports whether this pass acts on membership: mode Manage, with a backend whose members
-// run on Machines of the Cluster (the control-plane Machines, or the etcd Machines of the
+// manages reports whether this pass acts on membership: mode Manage, on a Cluster whose
+// control-plane provider does not remove members itself (hook.EmbeddedRemovalAnnotation: two
+// removers would race, and its hook would wait for ours while ours waited for it), with a
+// backend whose members run on Machines of the Cluster (the control-plane Machines, or the etcd Machines of the
 // EtcdadmCluster the Cluster owns). Manage on any other external etcd (a KubeadmControlPlane's
 // etcd.external) is observed only, and Progressing says so: no Machine deletion of the Cluster
 // removes a member there, so a hook would wait for nothing. The CRD cannot tell the two external
 // etcds apart (that depends on the objects the Cluster owns), so this is where the refusal is.
 func (s *scope) manages() bool {
 	if s.cpe.Spec.Mode != v1alpha1.ModeManage {
+		return false
+	}
+	if s.embeddedRemoval {
+		s.progressing = &metav1.Condition{Type: v1alpha1.ProgressingCondition, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ProgressingProviderRemovesMembersReason, Message: s.embeddedRemovalMessage()}
 		return false
 	}
 	if !s.cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() && !s.etcdadm {
@@ -167,6 +186,17 @@ func (s *scope) manages() bool {
 		return false
 	}
 	return true
+}
+
+// embeddedRemovalMessage says why mode Manage is not applied to a Cluster whose provider removes
+// members itself.
+func (s *scope) embeddedRemovalMessage() string {
+	msg := fmt.Sprintf("%s has annotation %s: its provider removes etcd members itself, so etcd-adapter observes the Cluster only (mode %s is not applied)",
+		s.controlPlaneName, hook.EmbeddedRemovalAnnotation, v1alpha1.ModeManage)
+	if s.embeddedRemovalErr != nil {
+		msg += "; " + s.embeddedRemovalErr.Error()
+	}
+	return msg
 }
 
 // memberMachines are the Machines whose deletion takes an etcd member with it, which mode Manage

@@ -19,6 +19,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 // DefaultSpec is the backend and mode a ControlPlaneEtcd gets when this controller creates it.
@@ -169,16 +170,25 @@ type ControlPlaneFacts struct {
 	// EtcdadmCluster is true when the Cluster owns an EtcdadmCluster (backends.FindEtcdadmCluster):
 	// its etcd runs on the etcdadm provider's etcd Machines.
 	EtcdadmCluster bool
+	// EmbeddedRemoval is true when the control-plane object carries hook.EmbeddedRemovalAnnotation:
+	// its provider removes etcd members itself.
+	EmbeddedRemoval bool
 }
 
 // DefaultWith is the ControlPlaneEtcd a Cluster with a default (DefaultFor) gets, given its
-// control plane: a Cluster that owns an EtcdadmCluster, or whose KubeadmControlPlane has external
+// control plane: mode Observe when its provider removes members itself (EmbeddedRemoval); a
+// Cluster that owns an EtcdadmCluster, or whose KubeadmControlPlane has external
 // etcd, gets backend external in Observe; any other KubeadmControlPlane backend kubeadm. A KubeadmControlPlane that cannot be read yet gives
 // no default, and wait says why: a kubeadm ControlPlaneEtcd for an external etcd would report
 // every member unreachable, and the creation controller never changes the spec of one it made.
 // It is pure.
 func DefaultWith(cluster *clusterv1.Cluster, cp ControlPlaneFacts) (d DefaultSpec, wait string) {
 	d, _ = DefaultFor(cluster)
+	if cp.EmbeddedRemoval {
+		// Note: the provider removes members; a second remover would race it, and its hook
+		// would wait for ours while ours waited for it.
+		d.Mode = v1alpha1.ModeObserve
+	}
 	if cp.EtcdadmCluster {
 		return externalDefault, ""
 	}
@@ -196,8 +206,11 @@ func DefaultWith(cluster *clusterv1.Cluster, cp ControlPlaneFacts) (d DefaultSpe
 }
 
 // controlPlaneFacts looks for an EtcdadmCluster the Cluster owns, then reads the Cluster's
-// KubeadmControlPlane, both through the manager's cache (Cluster API's client options extend it to
-// unstructured objects). Other kinds need nothing more read.
+// control-plane object (one of backends.ControlPlaneKinds), both through the manager's cache
+// (Cluster API's client options extend it to unstructured objects): the annotation of a provider
+// that removes members itself, and a KubeadmControlPlane's etcd. A K3s or RKE2 control plane not
+// readable yet gets its kind's default (DefaultWith waits only for a KubeadmControlPlane); the
+// ControlPlaneEtcd controller observes only once the annotation shows.
 func (r *Reconciler) controlPlaneFacts(ctx context.Context, cluster *clusterv1.Cluster) (ControlPlaneFacts, error) {
 	ec, err := backends.FindEtcdadmCluster(ctx, r.Client, r.Client.RESTMapper(), cluster)
 	switch {
@@ -211,16 +224,25 @@ func (r *Reconciler) controlPlaneFacts(ctx context.Context, cluster *clusterv1.C
 		return ControlPlaneFacts{Read: true, EtcdadmCluster: true}, nil
 	}
 	if cluster.Spec.ControlPlaneRef.Kind != backends.KubeadmControlPlaneKind {
-		return ControlPlaneFacts{}, nil
+		// Note: only the metadata, so the cache keeps a metadata informer for these kinds, as the
+		// ControlPlaneEtcd controller's reads do.
+		obj := &metav1.PartialObjectMetadata{}
+		found, err := backends.GetControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster, obj)
+		if err != nil || !found {
+			return ControlPlaneFacts{}, err
+		}
+		_, embedded, _ := hook.EmbeddedRemovalHookOf(obj.Annotations)
+		return ControlPlaneFacts{Read: true, EmbeddedRemoval: embedded}, nil
 	}
 	obj, err := backends.ReadControlPlane(ctx, r.Client, r.Client.RESTMapper(), cluster)
 	if err != nil || obj == nil {
 		return ControlPlaneFacts{}, err
 	}
+	_, embedded, _ := hook.EmbeddedRemovalHookOf(obj.GetAnnotations())
 	// Note: an external etcd whose endpoints are unusable is still external; its
 	// ControlPlaneEtcd reports why they are.
 	kcp, _ := backends.KubeadmEtcdOf(obj)
-	return ControlPlaneFacts{Read: true, ExternalEtcd: kcp.External}, nil
+	return ControlPlaneFacts{Read: true, ExternalEtcd: kcp.External, EmbeddedRemoval: embedded}, nil
 }
 
 // newControlPlaneEtcd builds the Cluster's ControlPlaneEtcd. It carries the Cluster's

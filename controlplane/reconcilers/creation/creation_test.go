@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 func TestReconciler_Reconcile(t *testing.T) {
@@ -58,6 +59,11 @@ func TestReconciler_Reconcile(t *testing.T) {
 			labels:      map[string]string{clusterv1.WatchLabel: "shard-a", "other": "not copied"},
 			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage,
 			wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.WatchLabel: "shard-a"}},
+		{name: "a K3s Cluster whose KThreesControlPlane says its provider removes members gets a k3s ControlPlaneEtcd in Observe", kind: "KThreesControlPlane",
+			kcp:         k3sControlPlane(map[string]string{hook.EmbeddedRemovalAnnotation: hook.PreTerminateHookPrefix + "/k3s-etcd"}),
+			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeObserve, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		{name: "a K3s Cluster whose KThreesControlPlane has no such annotation gets Manage", kind: "KThreesControlPlane", kcp: k3sControlPlane(nil),
+			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
 		{name: "an opted-out Cluster gets none", kind: "KThreesControlPlane", annotations: map[string]string{v1alpha1.OptOutAnnotation: "true"}, wantNone: true},
 		{name: "an opt-out annotation other than \"true\" opts nothing out", kind: "KThreesControlPlane", annotations: map[string]string{v1alpha1.OptOutAnnotation: "false"},
 			wantBackend: v1alpha1.BackendK3s, wantMode: v1alpha1.ModeManage, wantLabels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
@@ -122,9 +128,22 @@ var kcpGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Ver
 
 var etcdadmGVK = backends.EtcdadmClusterGroupKind.WithVersion("v1beta1")
 
+var k3sGVK = schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta2", Kind: "KThreesControlPlane"}
+
+// k3sControlPlane is KThreesControlPlane c, with the given annotations.
+func k3sControlPlane(annotations map[string]string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(k3sGVK)
+	obj.SetNamespace("ns")
+	obj.SetName("c")
+	obj.SetAnnotations(annotations)
+	return obj
+}
+
 func restMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{kcpGVK.GroupVersion(), etcdadmGVK.GroupVersion()})
 	m.Add(kcpGVK, meta.RESTScopeNamespace)
+	m.Add(k3sGVK, meta.RESTScopeNamespace)
 	m.Add(etcdadmGVK, meta.RESTScopeNamespace)
 	return m
 }
@@ -159,6 +178,8 @@ func TestDefaultWith(t *testing.T) {
 		facts    ControlPlaneFacts
 		want     DefaultSpec
 		wantWait bool
+		// embedded: the provider removes members itself, so the mode is not the kind's.
+		embedded bool
 	}{
 		{name: "A KubeadmControlPlane with stacked etcd gets kubeadm in Observe", kind: "KubeadmControlPlane", facts: ControlPlaneFacts{Read: true},
 			want: DefaultSpec{v1alpha1.BackendKubeadm, v1alpha1.ModeObserve}},
@@ -168,6 +189,10 @@ func TestDefaultWith(t *testing.T) {
 		{name: "A Cluster that owns an EtcdadmCluster gets external in Observe", kind: "KubeadmControlPlane", facts: ControlPlaneFacts{Read: true, EtcdadmCluster: true},
 			want: DefaultSpec{v1alpha1.BackendExternal, v1alpha1.ModeObserve}},
 		{name: "A KThreesControlPlane needs nothing read", kind: "KThreesControlPlane", want: DefaultSpec{v1alpha1.BackendK3s, v1alpha1.ModeManage}},
+		{name: "A KThreesControlPlane whose provider removes members itself gets Observe", kind: "KThreesControlPlane", facts: ControlPlaneFacts{Read: true, EmbeddedRemoval: true},
+			want: DefaultSpec{v1alpha1.BackendK3s, v1alpha1.ModeObserve}, embedded: true},
+		{name: "An RKE2ControlPlane whose provider removes members itself gets Observe", kind: "RKE2ControlPlane", facts: ControlPlaneFacts{Read: true, EmbeddedRemoval: true},
+			want: DefaultSpec{v1alpha1.BackendRKE2, v1alpha1.ModeObserve}, embedded: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,6 +207,10 @@ func TestDefaultWith(t *testing.T) {
 			g.Expect(got).To(Equal(tt.want))
 			kindDefault, ok := DefaultFor(cluster)
 			g.Expect(ok).To(BeTrue())
+			if tt.embedded {
+				// Note: the Machine hook webhook reads the annotation itself (machinehook decide).
+				return
+			}
 			g.Expect(got.Mode).To(Equal(kindDefault.Mode), "the Machine hook webhook decides from DefaultFor's mode, which must not depend on the etcd")
 		})
 	}

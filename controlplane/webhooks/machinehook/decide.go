@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 // decision is what the webhook does with one new control-plane or etcd Machine.
@@ -34,14 +35,21 @@ type etcdMachineFacts struct {
 // for a Cluster this manager handles, the creation controller's rule says which mode it is going
 // to get. For a Cluster outside this manager's --watch-filter or --namespace only an existing
 // ControlPlaneEtcd counts: it shows that a manager handles the Cluster and will release the hook,
-// which the default rule cannot show. It is pure, so every rule has its own test.
-func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled bool, etcd *etcdMachineFacts) decision {
+// which the default rule cannot show. embedded is true when the Cluster's control-plane object
+// carries hook.EmbeddedRemovalAnnotation: its provider removes members, and no Machine gets
+// etcd-adapter's hook. It is pure, so every rule has its own test.
+func decide(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, handled bool, etcd *etcdMachineFacts, embedded bool) decision {
 	if !cluster.DeletionTimestamp.IsZero() {
 		// The hook would be released without a removal anyway (nothing to keep quorum for).
 		return decision{why: "the Cluster is being deleted"}
 	}
 	if etcd != nil {
 		return decideEtcdMachine(cpe, *etcd)
+	}
+	if embedded {
+		// Note: the ControlPlaneEtcd controller observes such a Cluster only and takes the hook
+		// off; adding it would only make that controller take it off again.
+		return decision{why: fmt.Sprintf("the Cluster's %s has annotation %s: its provider removes etcd members itself", cluster.Spec.ControlPlaneRef.Kind, hook.EmbeddedRemovalAnnotation)}
 	}
 	if cpe != nil {
 		if !cpe.Spec.Backend.HostsMembersOnControlPlaneMachines() {

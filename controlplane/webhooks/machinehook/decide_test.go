@@ -35,9 +35,12 @@ func Test_decide(t *testing.T) {
 		cpe      *v1alpha1.ControlPlaneEtcd
 		other    bool
 		etcd     *etcdMachineFacts
+		embedded bool
 		wantHook bool
 		wantWarn bool
 	}{
+		{name: "a KThreesControlPlane whose provider removes members itself: no hook", cluster: cluster("KThreesControlPlane", nil, false), embedded: true},
+		{name: "a provider that removes members itself wins over a ControlPlaneEtcd in Manage", cluster: cluster("KThreesControlPlane", nil, false), cpe: cpe(v1alpha1.ModeManage), embedded: true},
 		{name: "KThreesControlPlane with no ControlPlaneEtcd yet: Manage by default", cluster: cluster("KThreesControlPlane", nil, false), wantHook: true},
 		{name: "RKE2ControlPlane with no ControlPlaneEtcd yet: Manage by default", cluster: cluster("RKE2ControlPlane", nil, false), wantHook: true},
 		{name: "KubeadmControlPlane with no ControlPlaneEtcd yet: Observe by default", cluster: cluster("KubeadmControlPlane", nil, false)},
@@ -66,7 +69,7 @@ func Test_decide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			d := decide(tt.cluster, tt.cpe, !tt.other, tt.etcd)
+			d := decide(tt.cluster, tt.cpe, !tt.other, tt.etcd, tt.embedded)
 			g.Expect(d.addHook).To(Equal(tt.wantHook), d.why)
 			g.Expect(d.why).NotTo(BeEmpty())
 			g.Expect(d.warning != "").To(Equal(tt.wantWarn), d.warning)

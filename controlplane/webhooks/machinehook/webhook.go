@@ -113,7 +113,8 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 			return resp
 		}
 	}
-	d := decide(cluster, cpe, w.handles(cluster), etcdFacts)
+	embedded := !etcdMachine && w.embedsRemoval(ctx, cluster)
+	d := decide(cluster, cpe, w.handles(cluster), etcdFacts, embedded)
 	log.V(2).Info("Machine hook decision", "Cluster", klog.KObj(cluster), "addHook", d.addHook, "why", d.why)
 	switch {
 	case d.addHook:

@@ -12,6 +12,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 // deletion is a Machine deletion the guard checks, with what it is checked against.
@@ -25,6 +26,9 @@ type deletion struct {
 	// skip is true when the Machine has annotation skip-quorum-guard=true: the deletion goes
 	// through unchecked, and is still recorded as admitted.
 	skip bool
+	// embeddedHook is the hook key in which the control-plane provider removes members itself
+	// (hook.EmbeddedRemovalAnnotation on its control-plane object); "" when it names none.
+	embeddedHook string
 }
 
 // toCheck returns the deletion of m to check (checked true), or the outcome that lets it
@@ -71,7 +75,8 @@ func (g *Guard) toCheck(ctx context.Context, m *clusterv1.Machine) (deletion, ou
 		d.hosts = []client.ListOption{client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name, backends.EtcdClusterLabel: etcdCluster}}
 		return d, outcome{}, true
 	}
-	deleting, err := g.controlPlaneDeleting(ctx, cluster)
+	deleting, embeddedHook, err := g.controlPlaneFacts(ctx, cluster)
+	d.embeddedHook = embeddedHook
 	switch {
 	case err != nil:
 		return deletion{}, allowed(err.Error()), false
@@ -125,14 +130,19 @@ func (g *Guard) etcdadmMachineChecked(ctx context.Context, cluster *clusterv1.Cl
 	return "", true
 }
 
-// controlPlaneDeleting reports whether the Cluster's control-plane object (spec.controlPlaneRef)
-// is being deleted; a kind that is not installed, or an object that is gone, is not. Only its
-// metadata is read.
-func (g *Guard) controlPlaneDeleting(ctx context.Context, cluster *clusterv1.Cluster) (bool, error) {
+// controlPlaneFacts reports whether the Cluster's control-plane object (spec.controlPlaneRef) is
+// being deleted (a kind that is not installed, or an object that is gone, is not) and the hook in
+// which its provider removes members itself (hook.EmbeddedRemovalAnnotation), "" when it names
+// none. Only its metadata is read.
+func (g *Guard) controlPlaneFacts(ctx context.Context, cluster *clusterv1.Cluster) (deleting bool, embeddedHook string, err error) {
 	if g.RESTMapper == nil {
-		return false, nil
+		return false, "", nil
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	found, err := backends.GetControlPlane(ctx, g.Client, g.RESTMapper, cluster, obj)
-	return found && !obj.DeletionTimestamp.IsZero(), err
+	if err != nil || !found {
+		return false, "", err
+	}
+	embeddedHook, _, _ = hook.EmbeddedRemovalHookOf(obj.Annotations)
+	return !obj.DeletionTimestamp.IsZero(), embeddedHook, nil
 }

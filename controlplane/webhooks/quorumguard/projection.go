@@ -33,7 +33,8 @@ func (g *Guard) observe(ctx context.Context, cluster *clusterv1.Cluster, cpe *v1
 // project asks the quorum projection about the members of every Machine already being deleted,
 // in the order they will be removed, and then the members of this one, on the observation snap
 // (or, when etcd could not be observed, err).
-func (g *Guard) project(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd, m *clusterv1.Machine, all []clusterv1.Machine, underWay []*clusterv1.Machine, snap *etcd.Snapshot, err error) outcome {
+func (g *Guard) project(d deletion, all []clusterv1.Machine, underWay []*clusterv1.Machine, snap *etcd.Snapshot, err error) outcome {
+	cluster, cpe, m := d.cluster, d.cpe, d.m
 	along := alongWith(underWay)
 	if err != nil {
 		_, byAddress := m.Labels[backends.EtcdClusterLabel]
@@ -52,7 +53,7 @@ func (g *Guard) project(cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEt
 	going := make([]etcd.Machine, 0, len(underWay)+1)
 	for _, u := range append(slices.Clip(underWay), m) {
 		f := capimachine.Facts(u)
-		f.MemberRemover = memberRemover(u, cpe)
+		f.MemberRemover = memberRemover(u, cpe, d.embeddedHook)
 		going = append(going, f)
 	}
 	facts := make([]etcd.Machine, 0, len(all))

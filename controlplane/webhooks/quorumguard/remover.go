@@ -1,6 +1,8 @@
 package quorumguard
 
 import (
+	"fmt"
+
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
@@ -23,15 +25,20 @@ import (
 //   - cluster-api-k3s's bare hook with the value "k3s" (pkg/k3s/workload_cluster_etcd.go,
 //     RemoveEtcdMemberForMachine: etcd.k3s.cattle.io/remove on the Node), which etcd-adapter
 //     adopts when no KThreesControlPlane is left to release it.
+//   - the hook embeddedHook that the control-plane object names in hook.EmbeddedRemovalAnnotation:
+//     its provider removes the member with pkg/etcd/hook's flow before it releases the hook. The
+//     ControlPlaneEtcd controller then takes etcd-adapter's own hook off, whatever the mode.
 //
 // An etcdadm etcd Machine needs none: the etcdadm controller removes the member before it deletes
 // the Machine (aws/etcdadm-controller controllers/scale.go removeEtcdMemberAndDeleteMachine), so
 // the guard finds no member for it. A Machine a person deletes without any of these hooks (a K3s
 // or RKE2 Cluster switched to Observe, a kubeadm control plane that is not a KubeadmControlPlane)
 // has none.
-func memberRemover(m *clusterv1.Machine, cpe *v1alpha1.ControlPlaneEtcd) string {
+func memberRemover(m *clusterv1.Machine, cpe *v1alpha1.ControlPlaneEtcd, embeddedHook string) string {
 	a := m.Annotations
 	switch {
+	case embeddedHook != "" && hasKey(a, embeddedHook):
+		return fmt.Sprintf("the control-plane provider's pre-terminate hook %s", embeddedHook)
 	case a[v1alpha1.PreTerminateHookAnnotation] != "" && cpe.Spec.Mode == v1alpha1.ModeManage && a[v1alpha1.ReleaseHookAnnotation] != v1alpha1.ReleaseHookValue:
 		return "etcd-adapter's pre-terminate hook"
 	case hasKey(a, v1alpha1.KCPHookAnnotation):

@@ -8,19 +8,25 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	etcdfake "github.com/etcd-adapter/etcd-adapter/pkg/etcd/fake"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
+
+// k3sEmbeddedHook is the hook of a provider that embeds the removal flow (pkg/etcd/hook).
+const k3sEmbeddedHook = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/k3s-etcd"
 
 func TestMemberRemover(t *testing.T) {
 	tests := []struct {
-		name        string
-		annotations map[string]string
-		mode        v1alpha1.Mode
-		want        bool
+		name         string
+		annotations  map[string]string
+		mode         v1alpha1.Mode
+		embeddedHook string
+		want         bool
 	}{
 		{name: "etcd-adapter's hook in mode Manage", mode: v1alpha1.ModeManage,
 			annotations: map[string]string{v1alpha1.PreTerminateHookAnnotation: v1alpha1.PreTerminateHookValue}, want: true},
@@ -39,13 +45,17 @@ func TestMemberRemover(t *testing.T) {
 		{name: "another controller's pre-terminate hook removes nothing", mode: v1alpha1.ModeManage,
 			annotations: map[string]string{clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/backup": ""}},
 		{name: "no hook", mode: v1alpha1.ModeObserve},
+		{name: "the hook the control plane names as its provider's embedded removal, in mode Observe", mode: v1alpha1.ModeObserve, embeddedHook: k3sEmbeddedHook,
+			annotations: map[string]string{k3sEmbeddedHook: "k3s"}, want: true},
+		{name: "the same hook key when the control plane names none removes nothing", mode: v1alpha1.ModeObserve,
+			annotations: map[string]string{k3sEmbeddedHook: "k3s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Annotations: tt.annotations}}
 			cpe := &v1alpha1.ControlPlaneEtcd{Spec: v1alpha1.ControlPlaneEtcdSpec{Mode: tt.mode}}
-			g.Expect(memberRemover(m, cpe) != "").To(Equal(tt.want))
+			g.Expect(memberRemover(m, cpe, tt.embeddedHook) != "").To(Equal(tt.want))
 		})
 	}
 }
@@ -58,12 +68,17 @@ func TestGuard_noRemover(t *testing.T) {
 	tests := []struct {
 		name        string
 		hook        string
+		embedded    bool
 		wantAllowed bool
 		wantMessage string
 	}{
 		{name: "no remover: the second deletion is refused",
 			wantMessage: "deleting Machine m-cp-1 would lose etcd quorum of Cluster c (WouldLoseQuorum) with the deletions of Machines m-cp-0 already under way: once etcd members cp-0, cp-1, which nothing removes before their Machines' infrastructure is deleted, stop answering, quorum is lost: 1 of 3 voters are healthy"},
 		{name: "KCP's kcp-cleanup removes the members: the second deletion is allowed", hook: v1alpha1.KCPHookAnnotation, wantAllowed: true},
+		{name: "a provider's hook that its control plane names as embedded removal removes the members: the second deletion is allowed",
+			hook: k3sEmbeddedHook, embedded: true, wantAllowed: true},
+		{name: "the same hook, not named by the control plane, removes nothing: the second deletion is refused", hook: k3sEmbeddedHook,
+			wantMessage: "which nothing removes before their Machines' infrastructure is deleted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +106,13 @@ func TestGuard_noRemover(t *testing.T) {
 				}
 				objs = append(objs, m)
 			}
-			c := clientWith(append(objs, cluster(), cpe)...)
+			cl := cluster()
+			cl.Spec.ControlPlaneRef = clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: "c"}
+			cp := &controlplanev1.KubeadmControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+			if tt.embedded {
+				cp.Annotations = map[string]string{hook.EmbeddedRemovalAnnotation: k3sEmbeddedHook}
+			}
+			c := clientWith(append(objs, cl, cpe, cp)...)
 			guard.Client, guard.APIReader, guard.Writer = c, c, c
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, observed("cp-1"), false))

@@ -79,7 +79,7 @@ func (g *Guard) decideInTurn(ctx context.Context, d deletion, dryRun bool) outco
 			return out
 		}
 		now := time.Now()
-		out = g.project(d.cluster, d.cpe, d.m, machines, rec.underWay(machines, d.m, now), snap, observeErr)
+		out = g.project(d, machines, rec.underWay(machines, d.m, now), snap, observeErr)
 		if !out.resp.Allowed || dryRun {
 			return out
 		}

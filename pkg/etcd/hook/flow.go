@@ -35,6 +35,10 @@ type Flow struct {
 	Machines []etcd.Machine
 	// Now is the time verdicts are for; zero means time.Now().
 	Now time.Time
+	// ControlPlaneDeleting is true when the Cluster or its control-plane object is being
+	// deleted: every Machine goes, there is no quorum left to keep, and the last member is never
+	// removed, so hooks are released without a removal.
+	ControlPlaneDeleting bool
 }
 
 // Outcome is what one Step did or waits for.
@@ -65,6 +69,9 @@ func (f Flow) Step(ctx context.Context, m MachineState) (Outcome, error) {
 	}
 	if m.Annotations[ReleaseHookAnnotation] == AnnotationTrue {
 		return f.release(ctx, m, fmt.Sprintf("released by annotation %s=%s", ReleaseHookAnnotation, AnnotationTrue))
+	}
+	if f.ControlPlaneDeleting {
+		return f.release(ctx, m, "the Cluster or its control plane is being deleted")
 	}
 	if m.Annotations[RetryRemovalAnnotation] == AnnotationTrue {
 		return f.retry(ctx, m)

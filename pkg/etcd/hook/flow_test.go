@@ -164,6 +164,7 @@ func TestFlow_step(t *testing.T) {
 	tests := []struct {
 		name        string
 		members     int
+		cpDeleting  bool
 		change      func(s *etcd.Snapshot, b *fake.Cluster, p *provider)
 		wantPhase   hook.Phase
 		wantMessage string
@@ -176,6 +177,8 @@ func TestFlow_step(t *testing.T) {
 			},
 			wantPhase: hook.PhaseBlocked, wantMessage: "not safe now", wantHook: true},
 		{name: "the last member is never removed", members: 1, wantPhase: hook.PhaseBlocked, wantMessage: "last etcd member", wantHook: true},
+		{name: "the last Machine of a control plane being deleted is released without a removal", members: 1, cpDeleting: true,
+			wantPhase: hook.PhaseReleased, wantMessage: "being deleted"},
 		{name: "etcd not observed: blocked", members: 3,
 			change: func(_ *etcd.Snapshot, b *fake.Cluster, _ *provider) {
 				b.ObserveResponse, b.ObserveError = nil, etcd.ErrUnreachable
@@ -219,7 +222,7 @@ func TestFlow_step(t *testing.T) {
 			if tt.change != nil {
 				tt.change(snapshot, backend, p)
 			}
-			f := hook.Flow{Hook: k3sHook, Cluster: backend, Patch: p.patch, Machines: machines, Now: now}
+			f := hook.Flow{Hook: k3sHook, Cluster: backend, Patch: p.patch, Machines: machines, Now: now, ControlPlaneDeleting: tt.cpDeleting}
 			o, err := f.Step(context.Background(), p.state(deleting))
 			g.Expect(err != nil).To(Equal(tt.wantErr), fmt.Sprint(err))
 			g.Expect(o.Phase).To(Equal(tt.wantPhase), o.Message)
