@@ -6,7 +6,6 @@ toolchain go1.26.8
 
 require (
 	github.com/KimMachineGun/automemlimit v1.0.1
-	github.com/blang/semver/v4 v4.0.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.21.9
 	github.com/google/pprof v0.0.0-20260402051712-545e8a4df936
@@ -40,6 +39,8 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.21.1
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require github.com/blang/semver/v4 v4.0.0 // indirect
 
 require (
 	cel.dev/expr v0.25.2 // indirect

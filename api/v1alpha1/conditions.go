@@ -5,6 +5,7 @@ import (
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd/hook"
 )
 
 // EtcdMemberHealthy condition, set on each control-plane Machine, and its reasons.
@@ -198,10 +199,10 @@ const PausedCondition = clusterv1.PausedCondition
 const (
 	// PreTerminateHookAnnotation holds every control-plane Machine of a managed Cluster until
 	// its etcd member is removed, after the drain.
-	PreTerminateHookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/etcd-adapter"
+	PreTerminateHookAnnotation = hook.ManagerHookKey
 
 	// PreTerminateHookValue is the value of PreTerminateHookAnnotation: the owner.
-	PreTerminateHookValue = "etcd-adapter"
+	PreTerminateHookValue = hook.ManagerHookValue
 
 	// LegacyK3sHookAnnotation is the bare hook key cluster-api-k3s puts on a Machine right
 	// before its own deletes; its value is LegacyK3sHookValue. It is adopted when no
@@ -213,18 +214,18 @@ const (
 
 	// KCPHookAnnotation is KubeadmControlPlane's own hook; it coexists with ours. For a
 	// Kubernetes version of 1.31 or later KCP releases it only once no other pre-terminate hook
-	// is left, so ours then runs before it (see controlplane/reconcilers/controlplaneetcd,
-	// providerhooks.go).
-	KCPHookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/kcp-cleanup"
+	// is left, so ours then runs before it (see pkg/etcd/hook,
+	// order.go).
+	KCPHookAnnotation = hook.KCPHookKey
 
 	// RKE2HookAnnotation is cluster-api-provider-rke2's own hook (RKE2ControlPlane's
 	// PreTerminateHookCleanupAnnotation). It is released only once no other pre-terminate hook
 	// is left, so ours runs before it.
-	RKE2HookAnnotation = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/rke2-cleanup"
+	RKE2HookAnnotation = hook.RKE2HookKey
 
 	// ReleaseHookAnnotation on a Machine lets a person release the etcd-adapter hook without a
 	// member removal (after fixing etcd by hand, or accepting the risk).
-	ReleaseHookAnnotation = "etcd-adapter.cluster.x-k8s.io/release-hook"
+	ReleaseHookAnnotation = hook.ReleaseHookAnnotation
 
 	// ReleaseHookValue is the one value of ReleaseHookAnnotation that releases the hook; any
 	// other value (such as "false") releases nothing. It is AnnotationTrue.
@@ -236,7 +237,7 @@ const (
 	// K3s removal request left on the Node withdrawn), then the annotation is taken off and the
 	// removal flow runs on a fresh observation. On a Machine whose removal is not stopped it does
 	// nothing and is taken off with an Event saying why. Any other value is left alone.
-	RetryRemovalAnnotation = "etcd-adapter.cluster.x-k8s.io/retry-removal"
+	RetryRemovalAnnotation = hook.RetryRemovalAnnotation
 
 	// SkipQuorumGuardAnnotation on a Machine, with the value AnnotationTrue ("true"), lets its
 	// deletion through the quorum guard unchecked; it is also how a person says the last etcd
@@ -248,7 +249,7 @@ const (
 	// person's say-so (SkipQuorumGuardAnnotation, OptOutAnnotation, and the release and retry
 	// annotations): an explicit "true", so that "false", "no" or an empty value never act by
 	// accident.
-	AnnotationTrue = "true"
+	AnnotationTrue = hook.AnnotationTrue
 
 	// DeleteForMoveAnnotation is the annotation `clusterctl move` sets on every object it deletes
 	// from the source management cluster once they were copied to the target
