@@ -330,3 +330,16 @@ func FormatBytes(b int64) string {
 	}
 	return fmt.Sprintf("%d B", b)
 }
+
+// Defragmentation is what a backend's Defragment did.
+type Defragmentation struct {
+	// Member is the member defragmented.
+	Member Member
+	// Before is the member's database as observed right before the call.
+	Before MemberStatus
+	// After is the member's database as its Status said right after; nil when it did not answer.
+	After *MemberStatus
+	// Start is when the call was made, and Took how long it took.
+	Start time.Time
+	Took  time.Duration
+}

@@ -29,6 +29,9 @@ type Cluster struct {
 	MovedLeader [][2]etcd.Member
 	// RemovedMembers records every RemoveMember call's member.
 	RemovedMembers []etcd.Member
+
+	// Maintenance scripts Defragment and DisarmAlarms.
+	Maintenance
 }
 
 // Observe returns ObserveResponse and ObserveError.
