@@ -20,8 +20,8 @@ const (
 	// raises the alarm again on the next burst of writes.
 	DefaultNoSpaceHeadroomPercent int32 = 20
 	// DefaultDefragmentationTimeout bounds one Defragment call. etcd blocks the member's reads
-	// and writes while it copies the database (etcd docs, op-guide/maintenance.md
-	// "Defragmentation"); that takes seconds per GiB on SSDs.
+	// and writes while it copies the database into a new file (etcd documentation,
+	// op-guide/maintenance, "Defragmentation").
 	DefaultDefragmentationTimeout = 5 * time.Minute
 	// MaxDefragmentationRecords is how many defragmentations status.maintenance keeps.
 	MaxDefragmentationRecords = 10

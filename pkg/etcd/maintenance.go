@@ -77,6 +77,10 @@ type MaintenanceStep struct {
 	Message string
 }
 
+// StaleInUseRetryAfter is how long after its last defragmentation a member whose reported
+// DBSizeInUse is above its NOSPACE target is not defragmented again (see DecideMaintenance).
+const StaleInUseRetryAfter = 10 * time.Minute
+
 // memberSpace is what the decision knows about one member's database.
 type memberSpace struct {
 	health MemberHealth
@@ -109,14 +113,24 @@ func (m memberSpace) target(p DefragPolicy) int64 {
 // alarm does not count against a member's health here: the member still takes part in raft;
 // only writes are refused. It never compacts: the kube-apiserver does (its
 // --etcd-compaction-interval), and which revisions to keep is its call.
-func DecideMaintenance(s *Snapshot, now time.Time, p DefragPolicy) MaintenanceStep {
+//
+// A member's DBSizeInUse is what etcd computed at its backend's last commit, and pages freed
+// while a read transaction was open count as in use until then; under NOSPACE nothing may be
+// committed for a long time. So a member whose reported use looks too high to defragment below
+// the target is defragmented once anyway when it was not defragmented within
+// StaleInUseRetryAfter (lastDefragmented, by member ID): the defragmentation measures its use
+// afresh.
+func DecideMaintenance(s *Snapshot, now time.Time, p DefragPolicy, lastDefragmented map[uint64]time.Time) MaintenanceStep {
 	if s == nil {
 		return MaintenanceStep{Action: MaintenanceBlocked, Message: "etcd could not be observed, so no maintenance is known to be safe"}
 	}
 	spaces := spacesOf(s, now, p)
 	noSpace := noSpaceAlarms(s)
 	if p.OnNoSpace && len(noSpace) > 0 {
-		return decideNoSpace(s, spaces, noSpace, p)
+		return decideNoSpace(s, spaces, noSpace, p, func(id uint64) bool {
+			at, ok := lastDefragmented[id]
+			return ok && now.Sub(at) < StaleInUseRetryAfter
+		})
 	}
 	return decideFragmented(s, spaces, p)
 }
@@ -162,7 +176,7 @@ func noSpaceAlarms(s *Snapshot) []ActiveAlarm {
 
 // decideNoSpace defragments the members above their target that a defragmentation brings
 // below it, and disarms once every member is below.
-func decideNoSpace(s *Snapshot, spaces []memberSpace, alarms []ActiveAlarm, p DefragPolicy) MaintenanceStep {
+func decideNoSpace(s *Snapshot, spaces []memberSpace, alarms []ActiveAlarm, p DefragPolicy, recentlyDefragmented func(uint64) bool) MaintenanceStep {
 	var over, unknown, stuck []string
 	var candidates []memberSpace
 	for _, ms := range spaces {
@@ -173,7 +187,7 @@ func decideNoSpace(s *Snapshot, spaces []memberSpace, alarms []ActiveAlarm, p De
 		case ms.status == nil:
 			unknown = append(unknown, ms.health.Member.String())
 		case ms.status.DBSize <= ms.target(p):
-		case ms.status.DBSizeInUse < ms.target(p):
+		case ms.status.DBSizeInUse < ms.target(p) || !recentlyDefragmented(ms.health.Member.ID):
 			over = append(over, describeSpace(ms, p))
 			candidates = append(candidates, ms)
 		default:
@@ -186,8 +200,8 @@ func decideNoSpace(s *Snapshot, spaces []memberSpace, alarms []ActiveAlarm, p De
 			fmt.Sprintf("NOSPACE is raised and %s above quota less %d%% headroom", strings.Join(over, ", "), p.HeadroomPercent))
 	case len(stuck) > 0:
 		return MaintenanceStep{Action: MaintenanceBlocked, Message: fmt.Sprintf(
-			"NOSPACE is raised and %s: defragmenting cannot bring a member below quota less %d%% headroom, as its data itself is above it; the data must shrink (the kube-apiserver compacts old revisions; delete objects) or the quota be raised",
-			strings.Join(stuck, ", "), p.HeadroomPercent)}
+			"NOSPACE is raised and %s: defragmenting cannot bring a member below quota less %d%% headroom, as its data itself is above it (measured by its defragmentation within the last %s); the data must shrink (the kube-apiserver compacts old revisions; delete objects) or the quota be raised",
+			strings.Join(stuck, ", "), p.HeadroomPercent, StaleInUseRetryAfter)}
 	case len(unknown) > 0:
 		return MaintenanceStep{Action: MaintenanceBlocked, Message: fmt.Sprintf(
 			"NOSPACE is raised and the database size of %s is not known, so it is not disarmed", strings.Join(unknown, ", "))}

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -58,6 +59,8 @@ func TestDecideMaintenance(t *testing.T) {
 		candidates []uint64
 		reason     string
 		message    string
+		// defragmented is when members were last defragmented, by ID.
+		defragmented map[uint64]time.Time
 	}{
 		{
 			name: "Nothing is known safe when etcd could not be observed", snapshot: nil, policy: byBytes,
@@ -135,8 +138,13 @@ func TestDecideMaintenance(t *testing.T) {
 		},
 		{
 			name:     "Does not defragment under NOSPACE when the data itself is above the target: that needs compaction or a larger quota",
-			snapshot: sized(3, noSpace(2), sizes(2, 100, 90)), policy: noSpaceOnly,
+			snapshot: sized(3, noSpace(2), sizes(2, 100, 90)), policy: noSpaceOnly, defragmented: map[uint64]time.Time{2: testNow.Add(-time.Minute)},
 			action: MaintenanceBlocked, message: "the data must shrink",
+		},
+		{
+			name:     "Defragments under NOSPACE a member whose reported use is above the target once: etcd updates it only when it commits",
+			snapshot: sized(3, noSpace(2), sizes(2, 100, 90)), policy: noSpaceOnly, defragmented: map[uint64]time.Time{2: testNow.Add(-StaleInUseRetryAfter)},
+			action: MaintenanceDefragment, member: 2, reason: v1alpha1.DefragmentationReasonNoSpace,
 		},
 		{
 			name:     "Does not disarm NOSPACE while a voter's size is unknown",
@@ -152,7 +160,7 @@ func TestDecideMaintenance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			step := DecideMaintenance(tt.snapshot, testNow, tt.policy)
+			step := DecideMaintenance(tt.snapshot, testNow, tt.policy, tt.defragmented)
 			g.Expect(step.Action).To(Equal(tt.action), step.Message)
 			g.Expect(step.Member.ID).To(Equal(tt.member), step.Message)
 			g.Expect(step.Reason).To(Equal(tt.reason))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,14 +49,15 @@ func (r *Reconciler) reconcileMaintenance(ctx context.Context, s *scope) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	policy := etcd.DefragPolicyFrom(*spec.Defragmentation)
-	step := etcd.DecideMaintenance(s.snapshot, s.now, policy)
+	last := lastDefragmented(s.cpe.Status.Maintenance)
+	step := etcd.DecideMaintenance(s.snapshot, s.now, policy, last)
 	switch step.Action {
 	case etcd.MaintenanceMoveLeader:
 		return r.moveLeaderForDefrag(ctx, s, step)
 	case etcd.MaintenanceDefragment:
-		return r.defragment(ctx, s, m, policy, step, spec.Defragmentation.TimeoutOrDefault())
+		return r.defragment(ctx, s, m, r.sameStep(policy, last, step), step, spec.Defragmentation.TimeoutOrDefault())
 	case etcd.MaintenanceDisarmNoSpace:
-		return r.disarmNoSpace(ctx, s, m, policy, step)
+		return r.disarmNoSpace(ctx, s, m, r.sameStep(policy, last, step), step)
 	case etcd.MaintenanceBlocked:
 		if s.cpe.Status.Maintenance == nil || s.cpe.Status.Maintenance.Message != step.Message {
 			r.Recorder.Event(s.cpe, corev1.EventTypeWarning, v1alpha1.EventMaintenanceBlocked, step.Message)
@@ -98,11 +100,11 @@ func (r *Reconciler) moveLeaderForDefrag(ctx context.Context, s *scope, step etc
 // defragment defragments the member the step names, once the observation made right before the
 // call decides the same step (safety re-checked there), and records it with its sizes before and
 // after.
-func (r *Reconciler) defragment(ctx context.Context, s *scope, m maintainer, policy etcd.DefragPolicy, step etcd.MaintenanceStep, timeout time.Duration) (ctrl.Result, error) {
+func (r *Reconciler) defragment(ctx context.Context, s *scope, m maintainer, safe func(*etcd.Snapshot) error, step etcd.MaintenanceStep, timeout time.Duration) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w: defragmenting took longer than %s", etcd.ErrUnreachable, timeout))
 	defer cancel()
-	d, err := m.Defragment(callCtx, step.Member, r.sameStep(policy, step))
+	d, err := m.Defragment(callCtx, step.Member, safe)
 	if errors.Is(err, errStepChanged) {
 		log.V(2).Info("Not defragmenting: a fresh observation decides otherwise", "member", step.Member.String(), "err", err.Error())
 		return ctrl.Result{RequeueAfter: maintenanceStepInterval}, nil
@@ -126,10 +128,10 @@ func (r *Reconciler) defragment(ctx context.Context, s *scope, m maintainer, pol
 }
 
 // disarmNoSpace disarms NOSPACE once the observation made right before still decides so.
-func (r *Reconciler) disarmNoSpace(ctx context.Context, s *scope, m maintainer, policy etcd.DefragPolicy, step etcd.MaintenanceStep) (ctrl.Result, error) {
+func (r *Reconciler) disarmNoSpace(ctx context.Context, s *scope, m maintainer, safe func(*etcd.Snapshot) error, step etcd.MaintenanceStep) (ctrl.Result, error) {
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
-	err := m.DisarmAlarms(callCtx, step.Alarms, r.sameStep(policy, step))
+	err := m.DisarmAlarms(callCtx, step.Alarms, safe)
 	switch {
 	case errors.Is(err, errStepChanged):
 		return ctrl.Result{RequeueAfter: maintenanceStepInterval}, nil
@@ -149,9 +151,9 @@ func (r *Reconciler) disarmNoSpace(ctx context.Context, s *scope, m maintainer, 
 
 // sameStep is the safety re-check run on the observation made right before a maintenance call:
 // the decision on it must be the same step, on the same member (or the same alarms).
-func (r *Reconciler) sameStep(policy etcd.DefragPolicy, step etcd.MaintenanceStep) func(*etcd.Snapshot) error {
+func (r *Reconciler) sameStep(policy etcd.DefragPolicy, last map[uint64]time.Time, step etcd.MaintenanceStep) func(*etcd.Snapshot) error {
 	return func(snap *etcd.Snapshot) error {
-		fresh := etcd.DecideMaintenance(snap, r.now(), policy)
+		fresh := etcd.DecideMaintenance(snap, r.now(), policy, last)
 		same := fresh.Action == step.Action && fresh.Member.ID == step.Member.ID
 		if step.Action == etcd.MaintenanceDisarmNoSpace {
 			same = same && slices.Equal(fresh.Alarms, step.Alarms)
@@ -205,4 +207,23 @@ func sizesBeforeAfter(d etcd.Defragmentation) string {
 		return before + ", its size after not known (it did not answer Status)"
 	}
 	return fmt.Sprintf("%s, %s (%s in use) after", before, etcd.FormatBytes(d.After.DBSize), etcd.FormatBytes(d.After.DBSizeInUse))
+}
+
+// lastDefragmented is when each member was last defragmented without error, by member ID, from
+// status.maintenance.
+func lastDefragmented(st *v1alpha1.MaintenanceStatus) map[uint64]time.Time {
+	out := map[uint64]time.Time{}
+	if st == nil {
+		return out
+	}
+	for _, rec := range st.Defragmentations {
+		id, err := strconv.ParseUint(rec.MemberID, 16, 64)
+		if err != nil || rec.Error != "" {
+			continue
+		}
+		if at := rec.StartTime.Time; at.After(out[id]) {
+			out[id] = at
+		}
+	}
+	return out
 }

@@ -139,12 +139,18 @@ func TestMaintenance_NoSpaceOnRealEtcd(t *testing.T) {
 
 	writers := startWriters(t, g, c)
 	start := time.Now()
+	var lastMsg string
 	g.Eventually(func(g Gomega) {
 		_, err := e.r.Reconcile(ctx, requestFor(cpe))
 		g.Expect(err).NotTo(HaveOccurred())
+		if msg := storedMaintenanceMessage(e, cpe); msg != lastMsg {
+			t.Logf("%s: %s", time.Since(start).Round(time.Millisecond), msg)
+			lastMsg = msg
+		}
 		g.Expect(alarmNames(ctx, g, all)).To(BeEmpty())
 	}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
 	t.Logf("NOSPACE recovered in %s", time.Since(start).Round(time.Millisecond))
+	logMaintenanceEvents(t, e.recorder)
 
 	got := &v1alpha1.ControlPlaneEtcd{}
 	g.Expect(e.mgmt.direct.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
@@ -324,4 +330,20 @@ func notAlarmed(g *WithT, c *etcdcluster.Cluster, snap *etcd.Snapshot) *etcdclus
 		}
 	}
 	return c.Members()[len(c.Members())-1]
+}
+
+func storedMaintenanceMessage(e *reconcileEnv, cpe *v1alpha1.ControlPlaneEtcd) string {
+	got := &v1alpha1.ControlPlaneEtcd{}
+	if err := e.mgmt.direct.Get(context.Background(), client.ObjectKeyFromObject(cpe), got); err != nil || got.Status.Maintenance == nil {
+		return ""
+	}
+	return got.Status.Maintenance.Message
+}
+
+func logMaintenanceEvents(t *testing.T, r *eventRecorder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range r.events {
+		t.Logf("Event %s %s: %s", ev.Type, ev.Reason, ev.Message)
+	}
 }
