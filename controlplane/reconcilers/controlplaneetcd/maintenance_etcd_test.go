@@ -29,8 +29,12 @@ import (
 )
 
 // maintenanceQuota is the members' --quota-backend-bytes: small, so that the test fills it in
-// seconds.
-const maintenanceQuota = 16 << 20
+// seconds; liveData is what the threshold round keeps in the database, so that each
+// defragmentation copies that much and the write pauses it causes are measured on it.
+const (
+	maintenanceQuota = 64 << 20
+	liveData         = 24 << 20
+)
 
 // oneBackend hands out one real backend for every Cluster.
 type oneBackend struct{ backend etcd.Cluster }
@@ -199,6 +203,10 @@ func fragmentRound(t *testing.T, g *WithT, e *reconcileEnv, cpe *v1alpha1.Contro
 	before := len(got.Status.Maintenance.Defragmentations)
 
 	value := strings.Repeat("x", 256<<10)
+	for i := range liveData / len(value) {
+		_, err := all.Put(ctx, fmt.Sprintf("/registry/live/%d", i), value)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
 	for i := range 24 {
 		_, err := all.Put(ctx, fmt.Sprintf("/registry/churn/%d", i), value)
 		g.Expect(err).NotTo(HaveOccurred())
