@@ -62,7 +62,9 @@ func (r *Reconciler) reconcileMaintenance(ctx context.Context, s *scope) (ctrl.R
 		if s.cpe.Status.Maintenance == nil || s.cpe.Status.Maintenance.Message != step.Message {
 			r.Recorder.Event(s.cpe, corev1.EventTypeWarning, v1alpha1.EventMaintenanceBlocked, step.Message)
 		}
-		s.wantRequeue(blockedRecheckInterval)
+		// Note: looked at again at the observation interval, not sooner: what blocks maintenance
+		// (a member down, data above the quota) does not pass in seconds, and every look is an
+		// observation of every member.
 	}
 	setMaintenanceMessage(s, step.Message)
 	return ctrl.Result{}, nil
@@ -93,7 +95,6 @@ func (r *Reconciler) moveLeaderForDefrag(ctx context.Context, s *scope, step etc
 	}
 	r.Recorder.Event(s.cpe, corev1.EventTypeWarning, v1alpha1.EventMaintenanceBlocked, msg)
 	setMaintenanceMessage(s, msg)
-	s.wantRequeue(blockedRecheckInterval)
 	return ctrl.Result{}, nil
 }
 
