@@ -185,6 +185,11 @@ type ControlPlaneEtcdSpec struct {
 	// turns True again; counted from status.machineMembers[].healthySince. Default 1m.
 	// +optional
 	MemberRecoveryTime *metav1.Duration `json:"memberRecoveryTime,omitempty"`
+
+	// Maintenance is the etcd maintenance etcd-adapter does on its own (kubeadm and external
+	// backends): defragmentation and NOSPACE recovery. Unset: none.
+	// +optional
+	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
 }
 
 // MemberRole is a member's part in raft.
@@ -409,6 +414,10 @@ type ControlPlaneEtcdStatus struct {
 	// +listMapKey=machineName
 	// +kubebuilder:validation:MaxItems=64
 	MachineMembers []MachineMemberStatus `json:"machineMembers,omitempty"`
+
+	// Maintenance is what etcd maintenance (spec.maintenance) did last, member by member.
+	// +optional
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 
 	// ObservedGeneration is the generation the status was last computed for.
 	// +optional

@@ -234,6 +234,9 @@ func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := r.watchNodes(ctx, s); err != nil {
 		ctrl.LoggerFrom(ctx).V(4).Info("Not watching workload Nodes yet", "err", err.Error())
 	}
+	if result, err := r.reconcileMaintenance(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
 	if !s.manages() {
 		return r.handBackMachines(ctx, s)
 	}

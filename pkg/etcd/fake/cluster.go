@@ -36,6 +36,8 @@ type Cluster struct {
 	// LeaderMoved makes the target the leader, so the next Observe shows the change. Off, the
 	// next Observe returns ObserveResponse unchanged.
 	ApplyChanges bool
+	// Maintenance scripts Defragment and DisarmAlarms.
+	Maintenance
 }
 
 // Observe returns ObserveResponse and ObserveError.

@@ -164,7 +164,7 @@ func toAnswer(ctx context.Context, t Transport, where string, st *clientv3.Statu
 	}
 	if st != nil {
 		a.SelfID, a.ClusterID, a.LeaderID, a.RaftTerm = st.Header.GetMemberId(), st.Header.GetClusterId(), st.Leader, st.RaftTerm
-		a.Status = &etcd.MemberStatus{DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse, DBSizeQuota: st.DbSizeQuota, RaftTerm: st.RaftTerm, RaftAppliedIndex: st.RaftAppliedIndex}
+		a.Status = statusOf(st)
 		errs, alarms := SplitStatusErrors(st.Errors)
 		a.Errors = etcd.SanitizeTexts(errs, etcd.MaxErrorsPerMember, etcd.MaxTextBytes)
 		a.Alarms = alarms[:min(len(alarms), etcd.MaxErrorsPerMember)]
