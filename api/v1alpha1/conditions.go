@@ -295,6 +295,10 @@ const (
 	EventRetryRemovalTakenOff = "RetryRemovalTakenOff"
 	// EventHookReleased: the hook was released without a member removal; the message says why.
 	EventHookReleased = "HookReleased"
+	// EventHookReleasedByAnnotation: a person's annotation released the hook without a member
+	// removal (ReleaseHookAnnotation, or SkipQuorumGuardAnnotation on the last member's Machine);
+	// the message names the annotation and the field manager that set it (Warning).
+	EventHookReleasedByAnnotation = "HookReleasedByAnnotation"
 	// EventLeaderMoved: leadership moved off the leaving member.
 	EventLeaderMoved = "LeaderMoved"
 	// EventGhostMemberRemoved: a member with no Machine was removed.
@@ -308,7 +312,8 @@ const (
 )
 
 // Events the quorum guard records on the Machine whose deletion it answered, and on the
-// Cluster's ControlPlaneEtcd, by reason. Each carries the message the client was given.
+// Cluster's ControlPlaneEtcd, by reason. Each carries the message the client was given and the
+// user who asked for the deletion.
 const (
 	// EventDeletionRefused: the deletion was refused because removing the Machine's member
 	// would lose quorum (Warning).
@@ -335,4 +340,8 @@ const (
 	// EventQuorumGuardSkipped: the deletion was let through unchecked because the Machine
 	// carries SkipQuorumGuardAnnotation (Warning).
 	EventQuorumGuardSkipped = "QuorumGuardSkipped"
+	// EventDeletionAllowedForMove: the deletion of a paused Cluster's Machine that carries
+	// DeleteForMoveAnnotation was let through unchecked, as clusterctl move's deletion from the
+	// source management cluster (Warning: anyone who may annotate a Machine can set it).
+	EventDeletionAllowedForMove = "DeletionAllowedForMove"
 )

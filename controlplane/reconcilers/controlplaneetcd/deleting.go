@@ -158,7 +158,11 @@ func (r *Reconciler) closeOrphanedRemoval(ctx context.Context, s *scope, held []
 // reconcileDeletingMachine moves one Machine's removal flow one step and says what it decided.
 func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *clusterv1.Machine) (outcome, error) {
 	if why := releaseWithoutRemoval(s, m); why != "" {
-		return released(), r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
+		byAnnotation := ""
+		if releaseRequested(m) {
+			byAnnotation = v1alpha1.ReleaseHookAnnotation
+		}
+		return released(), r.release(ctx, s, m, why, byAnnotation)
 	}
 	if reason := deletingReason(m); reason != clusterv1.MachineDeletingWaitingForPreTerminateHookReason {
 		// Drain and volume detach are not over; the Machine watch wakes us when they are.
