@@ -72,6 +72,49 @@ const (
 	EtcdClusterEndpointNotAllowedReason = "EndpointNotAllowed"
 )
 
+// ClusterIDMatched condition, set on a ControlPlaneEtcd, and its reasons: whether the etcd that
+// answers is the one whose cluster ID status.clusterID recorded when it was first observed. A
+// restart of etcd-adapter, or changed endpoints, could otherwise route the removal flow to another
+// Cluster's etcd that shares a CA, and remove its members.
+const (
+	// ClusterIDMatchedCondition is True while etcd answers with the recorded cluster ID, False
+	// when it answers with another one (no member is removed, no ghost cleaned up and no
+	// leadership moved then), and Unknown while no cluster ID is observed.
+	ClusterIDMatchedCondition = "ClusterIDMatched"
+
+	// ClusterIDMatchedReason: etcd answers with the cluster ID status.clusterID records.
+	ClusterIDMatchedReason = "ClusterIDMatched"
+
+	// ClusterIDRecordedReason: the cluster ID was observed for the first time and recorded.
+	ClusterIDRecordedReason = "ClusterIDRecorded"
+
+	// ClusterIDAcceptedReason: a person accepted a new cluster ID with AcceptClusterIDAnnotation.
+	ClusterIDAcceptedReason = "ClusterIDAccepted"
+
+	// ClusterIDChangedReason: etcd answers with another cluster ID than status.clusterID records.
+	ClusterIDChangedReason = "ClusterIDChanged"
+
+	// ClusterIDNotObservedReason: no cluster ID was observed (etcd could not be observed, or the
+	// backend sees none: K3s and RKE2 publish none on their Nodes).
+	ClusterIDNotObservedReason = "ClusterIDNotObserved"
+)
+
+// AcceptClusterIDAnnotation on a ControlPlaneEtcd, with the new cluster ID in hexadecimal as
+// the ClusterIDMatched condition names it, tells etcd-adapter that the etcd now answering is this
+// Cluster's (it was restored from a backup, or rebuilt): status.clusterID becomes that ID, and
+// the annotation is taken off. Any other value accepts nothing.
+const AcceptClusterIDAnnotation = "etcd-adapter.cluster.x-k8s.io/accept-cluster-id"
+
+// Events the ControlPlaneEtcd controller records about the etcd cluster ID, on the
+// ControlPlaneEtcd (Warning).
+const (
+	// EventClusterIDChanged: etcd answers with another cluster ID than status.clusterID records;
+	// destructive actions are refused until a person accepts it.
+	EventClusterIDChanged = "ClusterIDChanged"
+	// EventClusterIDAccepted: a person accepted a new cluster ID with AcceptClusterIDAnnotation.
+	EventClusterIDAccepted = "ClusterIDAccepted"
+)
+
 // Reasons carried by quorum verdicts (scale-down, Machine deletion and remediation gates).
 const (
 	// MemberRemovalSafeReason says the removal keeps a healthy majority in every outcome.
