@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/internal/setby"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -31,7 +32,7 @@ func (r *Reconciler) checkClusterID(s *scope) {
 		Accepted: s.cpe.Annotations[v1alpha1.AcceptClusterIDAnnotation], Object: "ControlPlaneEtcd " + s.cpe.Name})
 	switch {
 	case s.clusterID.Accepted:
-		msg := fmt.Sprintf("%s; %s", s.clusterID.Condition.Message, setBy(s.cpe, v1alpha1.AcceptClusterIDAnnotation))
+		msg := fmt.Sprintf("%s; %s", s.clusterID.Condition.Message, setby.Annotation(s.cpe, v1alpha1.AcceptClusterIDAnnotation))
 		delete(s.cpe.Annotations, v1alpha1.AcceptClusterIDAnnotation)
 		r.Recorder.Event(s.cpe, corev1.EventTypeWarning, v1alpha1.EventClusterIDAccepted, msg)
 	case s.clusterID.Refuse && !wasRefused:

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/internal/setby"
 )
 
 // releaseRemoved releases the hook of a Machine whose members are gone, closing its record.
@@ -42,7 +43,7 @@ func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine
 	eventType, reason := corev1.EventTypeNormal, v1alpha1.EventHookReleased
 	if byAnnotation != "" {
 		eventType, reason = corev1.EventTypeWarning, v1alpha1.EventHookReleasedByAnnotation
-		why = fmt.Sprintf("%s; %s", why, setBy(m, byAnnotation))
+		why = fmt.Sprintf("%s; %s", why, setby.Annotation(m, byAnnotation))
 	}
 	if record := s.removal(); record.isFor(m) && (record.status.EndTime == nil || stopped(record.status.Result)) {
 		// A stopped removal (Rejected, TimedOut) that a person releases ends as Released.

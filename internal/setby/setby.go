@@ -1,4 +1,6 @@
-package controlplaneetcd
+// Package setby says who set an annotation, from an object's managedFields, for the Warning
+// Events that record a person's bypass of etcd-adapter's safety checks.
+package setby
 
 import (
 	"encoding/json"
@@ -8,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// setBy says which field manager last set annotation key on obj, and when, from its
+// Annotation says which field manager last set annotation key on obj, and when, from its
 // managedFields: the object does not say which user set it (the apiserver's audit log does), but
 // the field manager (kubectl-annotate, a controller's name) and the time lead there.
-func setBy(obj metav1.Object, key string) string {
+func Annotation(obj metav1.Object, key string) string {
 	for _, e := range obj.GetManagedFields() {
 		if e.FieldsV1 == nil || !ownsAnnotation(e.FieldsV1.Raw, key) {
 			continue
