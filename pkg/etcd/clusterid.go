@@ -47,7 +47,7 @@ func CheckClusterID(in ClusterIDInput) ClusterIDVerdict {
 	switch {
 	case observed == "":
 		return ClusterIDVerdict{Record: recorded, Condition: cond(metav1.ConditionUnknown, v1alpha1.ClusterIDNotObservedReason,
-			"No etcd cluster ID was observed")}
+			"No etcd cluster ID was observed: etcd could not be observed, or the backend sees none (K3s and RKE2 Nodes publish none)")}
 	case recorded == "":
 		return ClusterIDVerdict{Record: observed, Condition: cond(metav1.ConditionTrue, v1alpha1.ClusterIDRecordedReason,
 			fmt.Sprintf("etcd cluster ID %s observed for the first time and recorded in status.clusterID", observed))}
