@@ -74,6 +74,49 @@ const (
 	EtcdClusterEndpointNotAllowedReason = etcd.ClusterEndpointNotAllowedReason
 )
 
+// ClusterIDMatched condition, set on a ControlPlaneEtcd, and its reasons: whether the etcd that
+// answers is the one whose cluster ID status.clusterID recorded when it was first observed. A
+// restart of etcd-adapter, or changed endpoints, could otherwise route the removal flow to another
+// Cluster's etcd that shares a CA, and remove its members.
+const (
+	// ClusterIDMatchedCondition is True while etcd answers with the recorded cluster ID, False
+	// when it answers with another one (no member is removed, no ghost cleaned up and no
+	// leadership moved then), and Unknown while no cluster ID is observed.
+	ClusterIDMatchedCondition = "ClusterIDMatched"
+
+	// ClusterIDMatchedReason: etcd answers with the cluster ID status.clusterID records.
+	ClusterIDMatchedReason = "ClusterIDMatched"
+
+	// ClusterIDRecordedReason: the cluster ID was observed for the first time and recorded.
+	ClusterIDRecordedReason = "ClusterIDRecorded"
+
+	// ClusterIDAcceptedReason: a person accepted a new cluster ID with AcceptClusterIDAnnotation.
+	ClusterIDAcceptedReason = "ClusterIDAccepted"
+
+	// ClusterIDChangedReason: etcd answers with another cluster ID than status.clusterID records.
+	ClusterIDChangedReason = "ClusterIDChanged"
+
+	// ClusterIDNotObservedReason: no cluster ID was observed (etcd could not be observed, or the
+	// backend sees none: K3s and RKE2 publish none on their Nodes).
+	ClusterIDNotObservedReason = "ClusterIDNotObserved"
+)
+
+// AcceptClusterIDAnnotation on a ControlPlaneEtcd, with the new cluster ID in hexadecimal as
+// the ClusterIDMatched condition names it, tells etcd-adapter that the etcd now answering is this
+// Cluster's (it was restored from a backup, or rebuilt): status.clusterID becomes that ID, and
+// the annotation is taken off. Any other value accepts nothing.
+const AcceptClusterIDAnnotation = "etcd-adapter.cluster.x-k8s.io/accept-cluster-id"
+
+// Events the ControlPlaneEtcd controller records about the etcd cluster ID, on the
+// ControlPlaneEtcd (Warning).
+const (
+	// EventClusterIDChanged: etcd answers with another cluster ID than status.clusterID records;
+	// destructive actions are refused until a person accepts it.
+	EventClusterIDChanged = "ClusterIDChanged"
+	// EventClusterIDAccepted: a person accepted a new cluster ID with AcceptClusterIDAnnotation.
+	EventClusterIDAccepted = "ClusterIDAccepted"
+)
+
 // Reasons carried by quorum verdicts (scale-down, Machine deletion and remediation gates).
 const (
 	// MemberRemovalSafeReason says the removal keeps a healthy majority in every outcome.
@@ -297,6 +340,10 @@ const (
 	EventRetryRemovalTakenOff = "RetryRemovalTakenOff"
 	// EventHookReleased: the hook was released without a member removal; the message says why.
 	EventHookReleased = "HookReleased"
+	// EventHookReleasedByAnnotation: a person's annotation released the hook without a member
+	// removal (ReleaseHookAnnotation, or SkipQuorumGuardAnnotation on the last member's Machine);
+	// the message names the annotation and the field manager that set it (Warning).
+	EventHookReleasedByAnnotation = "HookReleasedByAnnotation"
 	// EventLeaderMoved: leadership moved off the leaving member.
 	EventLeaderMoved = "LeaderMoved"
 	// EventGhostMemberRemoved: a member with no Machine was removed.
@@ -310,7 +357,8 @@ const (
 )
 
 // Events the quorum guard records on the Machine whose deletion it answered, and on the
-// Cluster's ControlPlaneEtcd, by reason. Each carries the message the client was given.
+// Cluster's ControlPlaneEtcd, by reason. Each carries the message the client was given and the
+// user who asked for the deletion.
 const (
 	// EventDeletionRefused: the deletion was refused because removing the Machine's member
 	// would lose quorum (Warning).
@@ -337,4 +385,8 @@ const (
 	// EventQuorumGuardSkipped: the deletion was let through unchecked because the Machine
 	// carries SkipQuorumGuardAnnotation (Warning).
 	EventQuorumGuardSkipped = "QuorumGuardSkipped"
+	// EventDeletionAllowedForMove: the deletion of a paused Cluster's Machine that carries
+	// DeleteForMoveAnnotation was let through unchecked, as clusterctl move's deletion from the
+	// source management cluster (Warning: anyone who may annotate a Machine can set it).
+	EventDeletionAllowedForMove = "DeletionAllowedForMove"
 )

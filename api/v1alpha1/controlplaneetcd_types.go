@@ -376,8 +376,12 @@ type ControlPlaneEtcdStatus struct {
 	// +optional
 	Leader string `json:"leader,omitempty"`
 
-	// ClusterID is the etcd cluster ID in hexadecimal; empty when the backend cannot see it.
+	// ClusterID is the etcd cluster ID in hexadecimal, recorded when it was first observed; empty
+	// when the backend cannot see it. Once recorded it changes only when a person accepts a new
+	// one (annotation etcd-adapter.cluster.x-k8s.io/accept-cluster-id): while etcd answers with
+	// another ID, the ClusterIDMatched condition is False and no member is removed.
 	// +optional
+	// +kubebuilder:validation:MaxLength=16
 	ClusterID string `json:"clusterID,omitempty"`
 
 	// Voters is the number of voting members.

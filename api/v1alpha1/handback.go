@@ -10,4 +10,10 @@ const (
 	// On a deleting Machine it is a Warning: its member was not removed by etcd-adapter, and the
 	// message names it and who removes it now.
 	EventHookHandedBack = "HookHandedBack"
+
+	// EventHookHandedBackOptedOut is recorded instead, as a Warning on the Machine and on its
+	// Cluster, when the Cluster's OptOutAnnotation is what made etcd-adapter stop managing it: a
+	// person switched the hook and the quorum guard off for that Cluster. The message names the
+	// annotation and the field manager that set it.
+	EventHookHandedBackOptedOut = "HookHandedBackOptedOut"
 )

@@ -58,10 +58,11 @@ var _ = Describe("A member removal that stops", func() {
 		Eventually(func() error {
 			return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{})
 		}, deletionTimeout).Should(Satisfy(apierrors.IsNotFound), "the Machine must be deleted once a person released its hook")
-		// Note: the recorder writes HookReleased asynchronously, after the hook went, so it can
-		// still be unwritten when the Machine is gone.
+		// Note: the recorder writes HookReleasedByAnnotation asynchronously, after the hook went,
+		// so it can still be unwritten when the Machine is gone.
 		Eventually(func() []corev1.Event { return eventsAbout(ctx, m) }, reconcileTimeout).Should(ContainElement(And(
-			HaveField("Reason", v1alpha1.EventHookReleased), HaveField("Message", ContainSubstring(v1alpha1.ReleaseHookAnnotation)))))
+			HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1alpha1.EventHookReleasedByAnnotation),
+			HaveField("Message", ContainSubstring(v1alpha1.ReleaseHookAnnotation)))))
 	}
 	// expectReleaseRecorded checks that status.removal records the person's release, as
 	// docs/operations.md promises ("records Released with your text in status.removal").

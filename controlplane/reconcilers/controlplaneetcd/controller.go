@@ -225,11 +225,13 @@ var ownedConditions = []string{
 	v1alpha1.DegradedCondition,
 	v1alpha1.ProgressingCondition,
 	v1alpha1.PausedCondition,
+	v1alpha1.ClusterIDMatchedCondition,
 }
 
 // reconcile runs the phases in order; each returns early when it made a change or must wait.
 func (r *Reconciler) reconcile(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.observe(ctx, s)
+	r.checkClusterID(s)
 	dropSyntheticMemberID(s)
 	if err := r.watchNodes(ctx, s); err != nil {
 		ctrl.LoggerFrom(ctx).V(4).Info("Not watching workload Nodes yet", "err", err.Error())

@@ -103,6 +103,11 @@ func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (c
 	slices.SortFunc(held, func(a, b *clusterv1.Machine) int {
 		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
+	if s.clusterID.Refuse {
+		// Note: what this etcd lists says nothing about the members of the Machines held: no
+		// record is closed and no hook released on its word.
+		return r.holdForClusterID(ctx, s, held)
+	}
 	if err := r.closeOrphanedRemoval(ctx, s, held); err != nil {
 		return s.requeue(), err
 	}
@@ -159,7 +164,7 @@ func (r *Reconciler) closeOrphanedRemoval(ctx context.Context, s *scope, held []
 // reconcileDeletingMachine moves one Machine's removal flow one step and says what it decided.
 func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *clusterv1.Machine) (outcome, error) {
 	if why := releaseWithoutRemoval(s, m); why != "" {
-		return released(), r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
+		return released(), r.releaseUnremoved(ctx, s, m, why)
 	}
 	if reason := deletingReason(m); reason != clusterv1.MachineDeletingWaitingForPreTerminateHookReason {
 		// Drain and volume detach are not over; the Machine watch wakes us when they are.
@@ -169,6 +174,16 @@ func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *
 		return waiting(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for pre-terminate hooks %s to be released first", m.Name, strings.Join(others, ", "))), nil
 	}
 	return r.removeMembersOf(ctx, s, m)
+}
+
+// releaseUnremoved releases m's hook for the reason releaseWithoutRemoval gave; a person's
+// release annotation is a bypass (release).
+func (r *Reconciler) releaseUnremoved(ctx context.Context, s *scope, m *clusterv1.Machine, why string) error {
+	byAnnotation := ""
+	if releaseRequested(m) {
+		byAnnotation = v1alpha1.ReleaseHookAnnotation
+	}
+	return r.release(ctx, s, m, why, byAnnotation)
 }
 
 // releaseWithoutRemoval says why the hook may go without removing a member, or "".

@@ -37,7 +37,7 @@ const maxNotStartedMembers = 32
 // such a Node may be joining (joinVerdict): it is left alone until spec.joinTimeout has passed
 // since it was first seen, and Progressing says so.
 func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.cpe.Spec.Backend != v1alpha1.BackendKubeadm || s.snapshot == nil || s.controlPlaneDeleting {
+	if s.cpe.Spec.Backend != v1alpha1.BackendKubeadm || s.snapshot == nil || s.controlPlaneDeleting || s.clusterID.Refuse {
 		return ctrl.Result{}, nil
 	}
 	s.cpe.Status.NotStartedMembers = notStartedMembers(s.cpe.Status.NotStartedMembers, s.snapshot, s.now)

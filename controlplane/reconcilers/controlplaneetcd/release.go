@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/internal/setby"
 )
 
 // releaseRemoved releases the hook of a Machine whose members are gone, closing its record.
@@ -28,14 +29,22 @@ func (r *Reconciler) releaseRemoved(ctx context.Context, s *scope, m *clusterv1.
 	case record.status.EndTime == nil:
 		s.closeRemoval(*record.status, v1alpha1.RemovalRemoved, why)
 	}
-	return r.release(ctx, s, m, why, v1alpha1.EventHookReleased)
+	return r.release(ctx, s, m, why, "")
 }
 
-// release removes the hooks this controller holds m with.
+// release removes the hooks this controller holds m with. byAnnotation is the annotation with
+// which a person asked for the release without a member removal, "" when none did: that release
+// is a bypass, recorded as a Warning Event naming the annotation and the field manager that set
+// it, and in the closed removal record.
 //
 // Important! The closed record is persisted before the hook goes: once the Machine is gone, no
 // later pass holds it to close a record left InProgress.
-func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine, why, event string) error {
+func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine, why, byAnnotation string) error {
+	eventType, reason := corev1.EventTypeNormal, v1alpha1.EventHookReleased
+	if byAnnotation != "" {
+		eventType, reason = corev1.EventTypeWarning, v1alpha1.EventHookReleasedByAnnotation
+		why = fmt.Sprintf("%s; %s", why, setby.Annotation(m, byAnnotation))
+	}
 	if record := s.removal(); record.isFor(m) && (record.status.EndTime == nil || stopped(record.status.Result)) {
 		// A stopped removal (Rejected, TimedOut) that a person releases ends as Released.
 		s.closeRemoval(*record.status, v1alpha1.RemovalReleased, why)
@@ -53,6 +62,6 @@ func (r *Reconciler) release(ctx context.Context, s *scope, m *clusterv1.Machine
 	}
 	r.atStep(ctx, StepHookReleased)
 	ctrl.LoggerFrom(ctx).Info("Released the pre-terminate hook", "why", why)
-	r.event(s, m, corev1.EventTypeNormal, event, "Released the etcd-adapter pre-terminate hook: "+why)
+	r.event(s, m, eventType, reason, "Released the etcd-adapter pre-terminate hook: "+why)
 	return nil
 }

@@ -65,7 +65,7 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 func (r *Reconciler) lastMember(ctx context.Context, s *scope, m *clusterv1.Machine) (outcome, error) {
 	if m.Annotations[v1alpha1.SkipQuorumGuardAnnotation] == v1alpha1.AnnotationTrue {
 		return released(), r.release(ctx, s, m, fmt.Sprintf("Machine %s hosts the last etcd member, which is never removed, and has annotation %s=%s",
-			m.Name, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue), v1alpha1.EventHookReleased)
+			m.Name, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue), v1alpha1.SkipQuorumGuardAnnotation)
 	}
 	return r.blocked(s, m, fmt.Sprintf("Machine %s hosts the last etcd member of Cluster %s, which is never removed, and deleting it would end etcd and the control plane with it: "+
 		"it is held until the Cluster or its control plane is deleted, or a person annotates it %s=%s (or %s=%s)",

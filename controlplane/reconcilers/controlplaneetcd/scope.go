@@ -49,6 +49,9 @@ type scope struct {
 	backend    etcd.Cluster
 	snapshot   *etcd.Snapshot
 	observeErr error
+	// clusterID is the cluster ID check of this pass's observation (checkClusterID): whether
+	// the etcd that answered is the one status.clusterID recorded.
+	clusterID clusterIDVerdict
 
 	// progressing is set by a phase that has a membership change under way or blocked.
 	progressing *metav1.Condition

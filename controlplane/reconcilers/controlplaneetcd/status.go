@@ -18,6 +18,10 @@ import (
 // that learned nothing new leaves the object unchanged and the patch is empty.
 func setStatus(s *scope) {
 	st := &s.cpe.Status
+	if s.clusterID.Condition.Type != "" {
+		conditions.Set(s.cpe, s.clusterID.Condition)
+		st.ClusterID = s.clusterID.Record
+	}
 	verdict := etcd.AssessHealth(s.healthInput())
 	conditions.Set(s.cpe, verdict.Cluster)
 	if s.snapshot == nil {
@@ -32,7 +36,6 @@ func setStatus(s *scope) {
 	if l, ok := s.snapshot.Leader(); ok {
 		st.Leader = l.Name
 	}
-	st.ClusterID = clusterID(s.snapshot)
 	voters, healthy, unknown := countVoters(verdict.Members)
 	st.Voters, st.HealthyVoters = ptr.To(voters), ptr.To(healthy)
 	st.FaultTolerance = ptr.To(max(0, healthy-(voters/2+1)))

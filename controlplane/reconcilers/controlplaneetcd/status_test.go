@@ -48,6 +48,8 @@ func Test_setStatus(t *testing.T) {
 	t.Run("Three healthy voters tolerate one failure and are fully available", func(t *testing.T) {
 		g := NewWithT(t)
 		s := testScope(3)
+		// Note: as reconcile does, the pass checks the cluster ID before the status is written.
+		(&Reconciler{Recorder: &eventRecorder{}}).checkClusterID(s)
 		setStatus(s)
 		st := s.cpe.Status
 		g.Expect(st.MemberCount).To(HaveValue(BeEquivalentTo(3)))

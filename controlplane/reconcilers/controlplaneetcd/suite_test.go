@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,7 +31,9 @@ type management struct {
 	cached client.Client
 	// apiReader is the manager's uncached reader.
 	apiReader client.Reader
-	stop      context.CancelFunc
+	// events is the manager's recorder: it writes Events to the apiserver, as in production.
+	events record.EventRecorder
+	stop   context.CancelFunc
 }
 
 var (
@@ -92,5 +95,6 @@ func startManagement() (*management, error) {
 		cancel()
 		return nil, fmt.Errorf("the manager's cache did not sync (stopping the apiserver: %v)", apiServer.Stop())
 	}
-	return &management{apiServer: apiServer, direct: apiServer.Client, cached: mgr.GetClient(), apiReader: mgr.GetAPIReader(), stop: cancel}, nil
+	return &management{apiServer: apiServer, direct: apiServer.Client, cached: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
+		events: mgr.GetEventRecorderFor("etcd-adapter-controlplaneetcd"), stop: cancel}, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/creation"
+	"github.com/etcd-adapter/etcd-adapter/internal/setby"
 )
 
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=list;watch;patch
@@ -159,9 +160,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		eventType = corev1.EventTypeWarning
 		msg = fmt.Sprintf("Released the etcd-adapter pre-terminate hook without removing the etcd member of Node %q: %s", m.Status.NodeRef.Name, why)
 	}
-	r.Recorder.Event(m, eventType, v1alpha1.EventHookHandedBack, msg)
+	if optedOut(cluster) {
+		// Note: a person's switch-off of the hook and the guard for the whole Cluster; recorded
+		// on the Cluster too, which carries the annotation.
+		msg = fmt.Sprintf("%s; %s", msg, setby.Annotation(cluster, v1alpha1.OptOutAnnotation))
+		r.Recorder.Event(m, corev1.EventTypeWarning, v1alpha1.EventHookHandedBackOptedOut, msg)
+		r.Recorder.Event(cluster, corev1.EventTypeWarning, v1alpha1.EventHookHandedBackOptedOut, fmt.Sprintf("Machine %s: %s", m.Name, msg))
+	} else {
+		r.Recorder.Event(m, eventType, v1alpha1.EventHookHandedBack, msg)
+	}
 	log.Info("Handed the Machine back: took the pre-terminate hook off", "why", why)
 	return ctrl.Result{}, nil
+}
+
+// optedOut reports whether the Cluster is unmanaged because a person opted it out: its
+// control-plane kind would get a ControlPlaneEtcd by default otherwise, and it is not being
+// deleted (which hands every Machine back anyway).
+func optedOut(cluster *clusterv1.Cluster) bool {
+	_, hasDefault := creation.Defaults[cluster.Spec.ControlPlaneRef.Kind]
+	return hasDefault && cluster.DeletionTimestamp.IsZero() && cluster.Annotations[v1alpha1.OptOutAnnotation] == v1alpha1.AnnotationTrue
 }
 
 // unmanaged says whether no ControlPlaneEtcd manages the Cluster nor will: none names it, and

@@ -45,13 +45,16 @@ func TestReconciler_Reconcile(t *testing.T) {
 		// reason and message start ("" for none).
 		wantHandedBack bool
 		wantEvent      string
+		// wantOptedOutBy is whether the Event names the opt-out annotation's field manager, on
+		// the Machine and (prefixed with the Machine) on the Cluster.
+		wantOptedOutBy bool
 	}{
-		{name: "an opted-out K3s Cluster without a ControlPlaneEtcd gets its Machine back", kind: "KThreesControlPlane", annotations: optOut,
-			wantHandedBack: true, wantEvent: "Normal HookHandedBack Took the etcd-adapter pre-terminate hook off: Cluster c has no ControlPlaneEtcd"},
+		{name: "an opted-out K3s Cluster without a ControlPlaneEtcd gets its Machine back, with a Warning naming who opted it out, on the Machine and the Cluster", kind: "KThreesControlPlane", annotations: optOut,
+			wantHandedBack: true, wantEvent: "Warning HookHandedBackOptedOut Took the etcd-adapter pre-terminate hook off: Cluster c has no ControlPlaneEtcd", wantOptedOutBy: true},
 		{name: "a KubeadmControlPlane Cluster without a ControlPlaneEtcd gets its Machine back: its default is Observe", kind: "KubeadmControlPlane",
 			wantHandedBack: true, wantEvent: "Normal HookHandedBack Took the etcd-adapter pre-terminate hook off: Cluster c has no ControlPlaneEtcd"},
 		{name: "a deleting Machine is released with a Warning naming its Node", kind: "KThreesControlPlane", annotations: optOut, deleting: true,
-			wantHandedBack: true, wantEvent: `Warning HookHandedBack Released the etcd-adapter pre-terminate hook without removing the etcd member of Node "node-0"`},
+			wantHandedBack: true, wantEvent: `Warning HookHandedBackOptedOut Released the etcd-adapter pre-terminate hook without removing the etcd member of Node "node-0"`, wantOptedOutBy: true},
 		{name: "an opted-out Cluster whose ControlPlaneEtcd still exists keeps the hook: that controller owns it", kind: "KThreesControlPlane", annotations: optOut,
 			controlPlaneEtcd: true},
 		{name: "a K3s Cluster about to get its ControlPlaneEtcd in Manage keeps the hook", kind: "KThreesControlPlane"},
@@ -75,7 +78,8 @@ func TestReconciler_Reconcile(t *testing.T) {
 				cluster.Spec.Paused = ptr.To(true)
 			}
 			if !tt.noCluster {
-				g.Expect(c.Create(ctx, cluster)).To(Succeed())
+				// Note: created by field manager "tenant-kubectl", which the opt-out Event names.
+				g.Expect(c.Create(ctx, cluster, client.FieldOwner("tenant-kubectl"))).To(Succeed())
 			}
 			if tt.controlPlaneEtcd {
 				g.Expect(c.Create(ctx, &v1alpha1.ControlPlaneEtcd{
@@ -97,9 +101,14 @@ func TestReconciler_Reconcile(t *testing.T) {
 			} else {
 				g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.PreTerminateHookAnnotation, v1alpha1.PreTerminateHookValue))
 			}
-			if tt.wantEvent == "" {
+			switch {
+			case tt.wantEvent == "":
 				g.Expect(drain(recorder)).To(BeEmpty())
-			} else {
+			case tt.wantOptedOutBy:
+				by := ContainSubstring(`annotation ` + v1alpha1.OptOutAnnotation + ` set by field manager "tenant-kubectl"`)
+				g.Expect(drain(recorder)).To(ConsistOf(And(HavePrefix(tt.wantEvent), by),
+					And(HavePrefix("Warning "+v1alpha1.EventHookHandedBackOptedOut+" Machine "+m.Name+": "), by)))
+			default:
 				g.Expect(drain(recorder)).To(ConsistOf(HavePrefix(tt.wantEvent)))
 			}
 

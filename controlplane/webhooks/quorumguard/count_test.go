@@ -178,9 +178,9 @@ func TestGuard_letsThrough(t *testing.T) {
 		// wantEvent is the Warning Event of a deletion let through as a bypass.
 		wantEvent string
 	}{
-		{name: "clusterctl move's delete-for-move on a paused Cluster is let through",
+		{name: "clusterctl move's delete-for-move on a paused Cluster is let through, with an Event and no warning",
 			machine: func(m *clusterv1.Machine) { m.Annotations = map[string]string{v1alpha1.DeleteForMoveAnnotation: ""} },
-			cluster: func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }, wantAllowed: true},
+			cluster: func(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }, wantAllowed: true, wantEvent: v1alpha1.EventDeletionAllowedForMove},
 		{name: "delete-for-move on a Cluster that is not paused is guarded",
 			machine: func(m *clusterv1.Machine) { m.Annotations = map[string]string{v1alpha1.DeleteForMoveAnnotation: ""} }},
 		{name: "a Cluster paused by spec.paused is let through, as a bypass",
@@ -230,9 +230,16 @@ func TestGuard_letsThrough(t *testing.T) {
 
 			g.Expect(resp.Allowed).To(Equal(tt.wantAllowed), "%+v", resp.Result)
 			switch {
+			case tt.wantEvent == v1alpha1.EventDeletionAllowedForMove:
+				g.Expect(resp.Warnings).To(BeEmpty())
+				msg := fmt.Sprintf("annotation %s on Machine m-cp-0 of paused Cluster c: the etcd quorum guard does not check the deletion", v1alpha1.DeleteForMoveAnnotation)
+				g.Expect(rec.events).To(ConsistOf(
+					And(HaveField("Kind", "Machine"), HaveField("Name", "m-cp-0"), HaveField("Type", "Warning"), HaveField("Reason", tt.wantEvent), HaveField("Message", ContainSubstring(msg))),
+					And(HaveField("Kind", v1alpha1.ControlPlaneEtcdKind), HaveField("Name", "c"), HaveField("Type", "Warning"), HaveField("Reason", tt.wantEvent), HaveField("Message", ContainSubstring(msg)))))
 			case tt.wantEvent != "":
 				g.Expect(resp.Warnings).To(ConsistOf(ContainSubstring("the etcd quorum guard does not check the deletion of Machine m-cp-0")))
-				g.Expect(rec.events).To(ConsistOf(event{Kind: "Machine", Name: "m-cp-0", Type: "Warning", Reason: tt.wantEvent, Message: resp.Warnings[0]}))
+				g.Expect(rec.events).To(ConsistOf(event{Kind: "Machine", Name: "m-cp-0", Type: "Warning", Reason: tt.wantEvent, Message: resp.Warnings[0]},
+					event{Kind: v1alpha1.ControlPlaneEtcdKind, Name: "c", Type: "Warning", Reason: tt.wantEvent, Message: resp.Warnings[0]}))
 			case tt.wantAllowed:
 				g.Expect(resp.Warnings).To(BeEmpty())
 				g.Expect(rec.events).To(BeEmpty())

@@ -51,10 +51,12 @@ func (g *Guard) toCheck(ctx context.Context, m *clusterv1.Machine) (deletion, ou
 	if !cluster.DeletionTimestamp.IsZero() {
 		return deletion{}, allowed("the Cluster is being deleted"), false
 	}
-	if annotations.IsPaused(cluster, cluster) {
-		return deletion{}, pausedClusterDeletion(m, cluster), false
-	}
 	cpe, err := creation.ControlPlaneEtcdOf(ctx, g.Client, cluster)
+	if annotations.IsPaused(cluster, cluster) {
+		// Note: the ControlPlaneEtcd only carries the Event too; failing to read it lets nothing
+		// less through.
+		return deletion{}, pausedClusterDeletion(m, cluster, cpe), false
+	}
 	switch {
 	case err != nil:
 		return deletion{}, allowed(err.Error()), false
@@ -90,16 +92,20 @@ func (g *Guard) toCheck(ctx context.Context, m *clusterv1.Machine) (deletion, ou
 // paused neither Cluster API nor etcd-adapter acts on its Machines, so nothing would remove the
 // member anyway. clusterctl move pauses the Cluster before it deletes the source's objects, each
 // with the delete-for-move annotation: the Machine moves, its etcd member stays. Any other
-// deletion of a paused Cluster's Machine is a bypass of the guard, recorded as a Warning.
+// deletion of a paused Cluster's Machine is a bypass of the guard, recorded as a Warning. Both
+// are recorded as Warning Events naming the user who deleted: a person may set delete-for-move
+// as well as clusterctl, and the guard cannot tell them apart; the move's gets no warning to the
+// client, so that clusterctl move prints none per Machine.
 //
 // Important! delete-for-move counts only on a paused Cluster: anyone may set it on a Machine, and
 // on a running Cluster it would switch the guard off for that deletion.
-func pausedClusterDeletion(m *clusterv1.Machine, cluster *clusterv1.Cluster) outcome {
+func pausedClusterDeletion(m *clusterv1.Machine, cluster *clusterv1.Cluster, cpe *v1alpha1.ControlPlaneEtcd) outcome {
 	if _, move := m.Annotations[v1alpha1.DeleteForMoveAnnotation]; move {
-		return allowed(fmt.Sprintf("annotation %s on a Machine of paused Cluster %s: clusterctl move deletes the Machine from the source management cluster, the etcd member stays",
-			v1alpha1.DeleteForMoveAnnotation, cluster.Name))
+		return allowedWithEvent(cpe, v1alpha1.EventDeletionAllowedForMove, fmt.Sprintf(
+			"annotation %s on Machine %s of paused Cluster %s: the etcd quorum guard does not check the deletion, as clusterctl move deletes the Machine from the source management cluster and the etcd member stays",
+			v1alpha1.DeleteForMoveAnnotation, m.Name, cluster.Name))
 	}
-	return allowedWithWarning(nil, v1alpha1.EventDeletionAllowedClusterPaused, fmt.Sprintf(
+	return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedClusterPaused, fmt.Sprintf(
 		"Cluster %s is paused (spec.paused or annotation %s): the etcd quorum guard does not check the deletion of Machine %s, and its etcd member is not removed while the Cluster is paused",
 		cluster.Name, clusterv1.PausedAnnotation, m.Name))
 }

@@ -107,8 +107,9 @@ type outcome struct {
 	// cpe is the Cluster's ControlPlaneEtcd, when the guard found one.
 	cpe *v1alpha1.ControlPlaneEtcd
 	// eventReason is empty when the answer deserves no Event (a plain allow). The Event's message
-	// is the denial's message or the warning.
-	eventReason string
+	// is eventMessage when set, else the denial's message or the warning.
+	eventReason  string
+	eventMessage string
 	// why says, for the log, why a deletion was let through without a check.
 	why string
 }
@@ -119,6 +120,12 @@ func allowed(why string) outcome { return outcome{resp: admission.Allowed(""), w
 // as a Warning Event.
 func allowedWithWarning(cpe *v1alpha1.ControlPlaneEtcd, reason, warning string) outcome {
 	return outcome{resp: admission.Allowed("").WithWarnings(warning), cpe: cpe, eventReason: reason}
+}
+
+// allowedWithEvent lets the deletion through without a warning to the client (clusterctl move
+// deletes every Machine so) and records msg as a Warning Event: the guard was not asked.
+func allowedWithEvent(cpe *v1alpha1.ControlPlaneEtcd, reason, msg string) outcome {
+	return outcome{resp: admission.Allowed(""), cpe: cpe, eventReason: reason, eventMessage: msg, why: msg}
 }
 
 func denied(cpe *v1alpha1.ControlPlaneEtcd, reason, msg string) outcome {
@@ -138,20 +145,27 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 	out := g.decide(ctx, m, dryRun)
 	ctrl.LoggerFrom(ctx).V(2).Info("Quorum guard", "Machine", klog.KObj(m), "allowed", out.resp.Allowed, "why", out.why, "warnings", out.resp.Warnings, "dryRun", dryRun)
 	if !dryRun {
-		g.record(m, out)
+		g.record(m, out, req.UserInfo.Username)
 	}
 	return out.resp
 }
 
 // record puts the outcome's Event on the Machine and on the ControlPlaneEtcd, so `kubectl
-// describe` of either shows who was refused or let through, and why.
-func (g *Guard) record(m *clusterv1.Machine, out outcome) {
+// describe` of either shows who was refused or let through, and why. The Event names the user
+// the apiserver authenticated for the deletion: the Machine does not say who deleted it.
+func (g *Guard) record(m *clusterv1.Machine, out outcome, user string) {
 	if out.eventReason == "" || g.Recorder == nil {
 		return
 	}
 	msg := strings.Join(out.resp.Warnings, "; ")
-	if !out.resp.Allowed && out.resp.Result != nil {
+	switch {
+	case out.eventMessage != "":
+		msg = out.eventMessage
+	case !out.resp.Allowed && out.resp.Result != nil:
 		msg = out.resp.Result.Message
+	}
+	if user != "" {
+		msg = fmt.Sprintf("%s (deletion requested by user %q)", msg, user)
 	}
 	g.Recorder.Event(m, corev1.EventTypeWarning, out.eventReason, msg)
 	if out.cpe != nil {
