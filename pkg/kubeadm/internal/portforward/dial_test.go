@@ -48,9 +48,9 @@ func TestDialer_fallsBackToSPDY(t *testing.T) {
 	g.Expect(tlsConn.HandshakeContext(ctx)).To(Succeed(), "etcd answered through the tunnel")
 	_, tried := seen.Load("websocket:" + ChannelProtocol)
 	g.Expect(tried).To(BeTrue(), "the kubelet's WebSocket protocol is tried first")
-	path, ok := seen.Load("spdy")
+	spdyPath, ok := seen.Load("spdy")
 	g.Expect(ok).To(BeTrue(), "SPDY is the fallback")
-	g.Expect(path).To(Equal("/api/v1/namespaces/kube-system/pods/etcd-spdy-0/portforward"))
+	g.Expect(spdyPath).To(Equal("/api/v1/namespaces/kube-system/pods/etcd-spdy-0/portforward"))
 }
 
 // hangingServer stands in for an apiserver that accepts port-forward requests and never
