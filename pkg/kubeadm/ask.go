@@ -15,14 +15,14 @@ import (
 // askAll asks every Node's member at once, at most MaxConcurrency at a time.
 func (b *Backend) askAll(ctx context.Context, nodes []string, creds *credentials) []membership.Answer {
 	return membership.AskAll(ctx, nodes, b.cfg.MaxConcurrency, func(ctx context.Context, node string) membership.Answer {
-		return b.ask(ctx, node, creds)
+		return b.askMemberOn(ctx, node, creds)
 	})
 }
 
-// ask asks the member on node for its status, member list and alarms (membership.Ask). A kept
+// askMemberOn asks the member on node for its status, member list and alarms (membership.Ask). A kept
 // connection that turns out broken is replaced once, so a stale port-forward costs one retry,
 // not a verdict.
-func (b *Backend) ask(ctx context.Context, node string, creds *credentials) membership.Answer {
+func (b *Backend) askMemberOn(ctx context.Context, node string, creds *credentials) membership.Answer {
 	for attempt := 0; ; attempt++ {
 		c, reused, err := b.pool.getReused(ctx, node, creds)
 		if err != nil {

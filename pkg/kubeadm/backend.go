@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward"
 )
 
 // BackendName is the Snapshot.Backend of this backend.
@@ -49,7 +50,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	log := cfg.Logger.WithValues("Cluster", cfg.Cluster.String())
-	d := &dialer{cfg: cfg, apiSessions: tls.NewLRUClientSessionCache(16)}
+	d := &dialer{cfg: cfg, tunnels: portforward.Dialer{Sessions: tls.NewLRUClientSessionCache(16)}}
 	var lost *coalescer
 	if cfg.OnConnectionLost != nil {
 		lost = newCoalescer(cfg.OnConnectionLost, connectionLostEvery, clock.RealClock{})

@@ -65,9 +65,9 @@ func TestBackend_connections(t *testing.T) {
 }
 
 // clientMarkers are stack frames only a client (the backend) has: clientv3, gRPC's client
-// transport, client-go's port-forward tunnel and this package.
+// transport, client-go's port-forward tunnel, this package and its port-forward transport.
 var clientMarkers = []string{
-	"etcd-adapter/pkg/kubeadm.", "go.etcd.io/etcd/client/v3.", "grpc.(*ClientConn)", "grpc.(*addrConn)",
+	"etcd-adapter/pkg/kubeadm.", "etcd-adapter/pkg/kubeadm/internal/portforward.", "go.etcd.io/etcd/client/v3.", "grpc.(*ClientConn)", "grpc.(*addrConn)",
 	"grpc/internal/transport.(*http2Client)", "k8s.io/client-go/tools/portforward.",
 }
 

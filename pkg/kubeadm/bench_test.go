@@ -22,6 +22,7 @@ import (
 	kcpetcd "sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/etcd"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/proxy"
 
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward"
 	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
 )
 
@@ -142,9 +143,9 @@ func newKCPReconcile(b *testing.B, w *workloadCluster) *kcpReconcile {
 // clientv3, Status), Members, Alarms, Close.
 func (k *kcpReconcile) run(ctx context.Context) error {
 	c, err := kcpetcd.NewClient(ctx, kcpetcd.ClientConfiguration{
-		Endpoint: podName(k.node),
+		Endpoint: portforward.PodName(k.node),
 		Proxy: proxy.Proxy{
-			Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: k.restConfig, Port: etcdPort,
+			Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: k.restConfig, Port: portforward.EtcdPort,
 		},
 		TLSConfig:   k.tlsConfig,
 		DialTimeout: DefaultDialTimeout,

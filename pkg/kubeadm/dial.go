@@ -6,45 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/url"
-	"path"
-	"strconv"
-	"strings"
 
-	gwebsocket "github.com/gorilla/websocket"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
-	portforwardconst "k8s.io/apimachinery/pkg/util/portforward"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport"
-	"k8s.io/client-go/transport/spdy"
-	"k8s.io/client-go/transport/websocket"
-	"k8s.io/streaming/pkg/httpstream"
-	spdystream "k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward"
 )
-
-// etcdPort is the etcd client port of kubeadm's etcd static Pod.
-const etcdPort = 2379
-
-// podName is kubeadm's etcd static Pod on nodeName.
-func podName(nodeName string) string { return "etcd-" + nodeName }
-
-// podRef names kubeadm's etcd static Pod on nodeName with its namespace, for messages.
-func podRef(nodeName string) string { return metav1.NamespaceSystem + "/" + podName(nodeName) }
 
 // dialer opens TLS connections to one member through the workload apiserver.
 type dialer struct {
-	cfg Config
-	// apiSessions resumes TLS sessions with the workload apiserver, so a port-forward after the
-	// first skips the apiserver's certificate exchange (client-go's WebSocket round tripper
-	// starts a full handshake for every upgrade).
-	apiSessions tls.ClientSessionCache
+	cfg     Config
+	tunnels portforward.Dialer
 }
 
 // dial opens a port-forward to etcd-<node>:2379 and completes a verified TLS handshake over
@@ -69,12 +41,12 @@ func (d *dialer) dial(ctx context.Context, node string, creds *credentials) (net
 
 // handshakeError explains a failed handshake: an untrusted or misnamed certificate, or the
 // kubelet's reason why nothing answered on the Pod's port.
-func handshakeError(ctx context.Context, t portForwardConn, node string, err error) error {
+func handshakeError(ctx context.Context, t portforward.Conn, node string, err error) error {
 	var certErr *tls.CertificateVerificationError
 	if errors.As(err, &certErr) {
 		return fmt.Errorf("%w: etcd on Node %s presented a certificate that does not chain to the etcd CA or does not name the Node: %w", etcd.ErrInvalidInput, node, err)
 	}
-	if msg := t.remoteError(); msg != "" {
+	if msg := t.RemoteError(); msg != "" {
 		return fmt.Errorf("%w: etcd on Node %s: %s", etcd.ErrUnreachable, node, msg)
 	}
 	if cause := context.Cause(ctx); cause != nil {
@@ -83,194 +55,14 @@ func handshakeError(ctx context.Context, t portForwardConn, node string, err err
 	return fmt.Errorf("%w: TLS handshake with etcd on Node %s failed: %w", etcd.ErrUnreachable, node, err)
 }
 
-// portForwardConn is a net.Conn over one port-forward to etcd-<node>:2379 that can tell what
-// the kubelet reported on its error stream.
-type portForwardConn interface {
-	net.Conn
-	remoteError() string
-}
-
-// openTunnel opens a port-forward to etcd-<node>:2379: over the kubelet's own WebSocket
-// protocol first, then SPDY over WebSocket, then SPDY, each tried when the previous upgrade is
-// refused. The upgrade runs under ctx, so nothing of it (goroutine or socket) outlives the dial
-// timeout.
-func (d *dialer) openTunnel(ctx context.Context, node string) (portForwardConn, error) {
+// openTunnel opens a port-forward to etcd-<node>:2379 through the workload apiserver, bounded
+// by ctx.
+func (d *dialer) openTunnel(ctx context.Context, node string) (portforward.Conn, error) {
 	restCfg, err := d.cfg.RESTConfig(ctx)
 	if err != nil {
 		return nil, classifyAPIError(err, "failed to get the workload cluster's REST config")
 	}
 	restCfg = rest.CopyConfig(restCfg)
 	restCfg.Timeout = d.cfg.DialTimeout
-	u, err := portForwardURL(restCfg.Host, node)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", etcd.ErrInvalidInput, err)
-	}
-	t, err := d.openChannelTunnel(ctx, restCfg, u, node)
-	if err == nil || !isUpgradeRefused(err) {
-		return t, err
-	}
-	conn, err := d.upgrade(ctx, restCfg, u)
-	if err != nil {
-		return nil, upgradeError(ctx, node, err)
-	}
-	st, err := createStreams(conn, node)
-	if err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("%w: failed to open port-forward streams to Pod %s: %w", etcd.ErrUnreachable, podRef(node), err)
-	}
-	return st, nil
-}
-
-// isUpgradeRefused tells an upgrade the other end refused for its protocol (another protocol
-// may work) from a failure to reach it and from a refusal of the caller's credentials (401,
-// 403), which no other protocol changes.
-func isUpgradeRefused(err error) bool {
-	var upgrade *httpstream.UpgradeFailureError
-	if errors.As(err, &upgrade) {
-		return !apierrors.IsForbidden(upgrade.Cause) && !apierrors.IsUnauthorized(upgrade.Cause)
-	}
-	return httpstream.IsHTTPSProxyError(err)
-}
-
-// openChannelTunnel opens a port-forward over the kubelet's own WebSocket protocol, with the
-// port in the query as that protocol asks. A refused upgrade is returned as is (the caller
-// falls back); other errors are classified.
-func (d *dialer) openChannelTunnel(ctx context.Context, cfg *rest.Config, u *url.URL, node string) (portForwardConn, error) {
-	cu := *u
-	cu.RawQuery = url.Values{"ports": []string{strconv.Itoa(etcdPort)}}.Encode()
-	ws, err := d.negotiateWebSocket(ctx, cfg, &cu, channelProtocol)
-	if err != nil {
-		if isUpgradeRefused(err) {
-			return nil, err
-		}
-		return nil, upgradeError(ctx, node, err)
-	}
-	deadline, _ := ctx.Deadline()
-	t, err := newChannelTunnel(ws, node, deadline)
-	if err != nil {
-		_ = ws.Close()
-		return nil, fmt.Errorf("%w: port-forward to Pod %s did not start: %w", etcd.ErrUnreachable, podRef(node), err)
-	}
-	return t, nil
-}
-
-// upgradeError keeps the class of a failed upgrade: the apiserver refusing the controller's
-// credentials (401, 403) is a configuration problem, not an unreachable member.
-func upgradeError(ctx context.Context, node string, err error) error {
-	if cause := context.Cause(ctx); cause != nil {
-		err = fmt.Errorf("%w: %w", err, cause)
-	}
-	msg := err.Error()
-	if strings.Contains(msg, "403 Forbidden") || strings.Contains(msg, "401 Unauthorized") ||
-		strings.Contains(msg, "is forbidden") || strings.Contains(msg, "Unauthorized") {
-		return fmt.Errorf("%w: the workload apiserver refused to port-forward to Pod %s: %w", etcd.ErrInvalidInput, podRef(node), err)
-	}
-	return fmt.Errorf("%w: failed to port-forward to Pod %s through the workload apiserver: %w", etcd.ErrUnreachable, podRef(node), err)
-}
-
-// upgrade dials pods/etcd-<node>/portforward with SPDY over WebSocket, falling back to SPDY
-// when the apiserver refuses the WebSocket upgrade, as kubectl and KCP do. Unlike client-go's
-// dialers, whose Dial takes no context, both requests carry ctx.
-func (d *dialer) upgrade(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
-	conn, err := d.upgradeWebSocket(ctx, cfg, u)
-	if err == nil || !isUpgradeRefused(err) {
-		return conn, err
-	}
-	return upgradeSPDY(ctx, cfg, u)
-}
-
-// upgradeWebSocket is client-go's SPDY-over-WebSocket tunnelling dialer with a context.
-func (d *dialer) upgradeWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
-	ws, err := d.negotiateWebSocket(ctx, cfg, u, portforwardconst.WebsocketsSPDYTunnelingPrefix+portforward.PortForwardProtocolV1Name)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := spdystream.NewClientConnectionWithPings(portforward.NewTunnelingConnection("client", ws), portforward.PingPeriod)
-	if err != nil {
-		_ = ws.Close()
-		return nil, err
-	}
-	return conn, nil
-}
-
-// negotiateWebSocket upgrades a GET of u to a WebSocket speaking protocol: the WebSocket
-// handshake (gorilla's DialContext) ends when ctx does. The round tripper is built as
-// client-go's websocket.RoundTripperFor builds it, plus a TLS session cache, with smaller
-// buffers (wsRoundTripper).
-func (d *dialer) negotiateWebSocket(ctx context.Context, cfg *rest.Config, u *url.URL, protocol string) (*gwebsocket.Conn, error) {
-	transportCfg, err := cfg.TransportConfig()
-	if err != nil {
-		return nil, err
-	}
-	tlsCfg, err := transport.TLSConfigFor(transportCfg)
-	if err != nil {
-		return nil, err
-	}
-	if tlsCfg != nil && d.apiSessions != nil {
-		tlsCfg = tlsCfg.Clone()
-		tlsCfg.ClientSessionCache = d.apiSessions
-	}
-	proxy := cfg.Proxy
-	if proxy == nil {
-		proxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
-	}
-	holder := &wsRoundTripper{tlsConfig: tlsCfg, proxier: proxy}
-	rt, err := transport.HTTPWrappersForConfig(transportCfg, holder)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	return websocket.Negotiate(rt, holder, req, protocol)
-}
-
-// upgradeSPDY is client-go's SPDY dialer with the request under ctx.
-func upgradeSPDY(ctx context.Context, cfg *rest.Config, u *url.URL) (httpstream.Connection, error) {
-	transport, upgrader, err := spdy.RoundTripperFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	conn, _, err := spdy.NegotiateStreaming(upgrader, &http.Client{Transport: transport}, req, portforward.PortForwardProtocolV1Name)
-	return conn, err
-}
-
-// portForwardURL is the pods/portforward subresource of etcd-<node> on the apiserver at host.
-func portForwardURL(host, node string) (*url.URL, error) {
-	if !strings.Contains(host, "://") {
-		host = "https://" + host
-	}
-	u, err := url.Parse(host)
-	if err != nil {
-		return nil, fmt.Errorf("invalid apiserver URL %q: %w", host, err)
-	}
-	u.Path = path.Join(u.Path, "/api/v1/namespaces", metav1.NamespaceSystem, "pods", podName(node), "portforward")
-	return u, nil
-}
-
-// createStreams creates the error and data streams of request 0 for port 2379.
-func createStreams(conn httpstream.Connection, node string) (*tunnel, error) {
-	headers := http.Header{}
-	headers.Set(corev1.PortHeader, strconv.Itoa(etcdPort))
-	headers.Set(corev1.PortForwardRequestIDHeader, "0")
-	headers.Set(corev1.StreamType, corev1.StreamTypeError)
-	errStream, err := conn.CreateStream(headers)
-	if err != nil {
-		return nil, err
-	}
-	// We only read the error stream.
-	if err := errStream.Close(); err != nil {
-		return nil, err
-	}
-	headers.Set(corev1.StreamType, corev1.StreamTypeData)
-	data, err := conn.CreateStream(headers)
-	if err != nil {
-		return nil, err
-	}
-	return newTunnel(conn, data, errStream, node), nil
+	return d.tunnels.Open(ctx, restCfg, node)
 }

@@ -72,14 +72,14 @@ const (
 	maxNodes = 10_000
 )
 
-// listNodes fills h with every Node and its InternalIPs, a page at a time. More than maxNodes
+// listNodes fills facts with every Node and its InternalIPs, a page at a time. More than maxNodes
 // Nodes is etcd.ErrTooLarge.
-func (b *Backend) listNodes(ctx context.Context, h *hosts) error {
+func (b *Backend) listNodes(ctx context.Context, facts *nodeFacts) error {
 	cs, err := b.coreClient(ctx)
 	if err != nil {
 		return err
 	}
-	h.nodes, h.byIP = map[string]bool{}, map[string][]string{}
+	facts.nodes, facts.byIP = map[string]bool{}, map[string][]string{}
 	opts := metav1.ListOptions{Limit: nodePageSize}
 	for {
 		list, err := call(ctx, b, "list Nodes", func(ctx context.Context) (*corev1.NodeList, error) {
@@ -89,14 +89,14 @@ func (b *Backend) listNodes(ctx context.Context, h *hosts) error {
 			return classifyAPIError(err, "failed to list Nodes in the workload cluster")
 		}
 		for _, n := range list.Items {
-			h.nodes[n.Name] = true
+			facts.nodes[n.Name] = true
 			for _, a := range n.Status.Addresses {
 				if a.Type == corev1.NodeInternalIP {
-					h.byIP[a.Address] = append(h.byIP[a.Address], n.Name)
+					facts.byIP[a.Address] = append(facts.byIP[a.Address], n.Name)
 				}
 			}
 		}
-		if len(h.nodes) > maxNodes {
+		if len(facts.nodes) > maxNodes {
 			return fmt.Errorf("%w: the workload cluster has more than %d Nodes", etcd.ErrTooLarge, maxNodes)
 		}
 		if list.Continue == "" {

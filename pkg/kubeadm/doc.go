@@ -3,7 +3,8 @@
 //
 // Every member is reached with clientv3 through a port-forward of the workload apiserver to
 // pod kube-system/etcd-<node>, port 2379 (the kubelet's own WebSocket protocol first, then
-// SPDY over WebSocket, then SPDY). The client
+// SPDY over WebSocket, then SPDY; the transport is internal/portforward, and this package
+// completes the TLS handshake over it). The client
 // certificate is minted, short-lived, from the CA in the management cluster's
 // `<cluster>-etcd` Secret; the server certificate must chain to that CA and name the Node
 // being dialled. Connections are kept per member, probed before use, replaced when broken and

@@ -39,7 +39,7 @@ func Test_listNodes_hostile(t *testing.T) {
 
 	before := heapInuse()
 	for range 3 {
-		var h hosts
+		var h nodeFacts
 		err := b.listNodes(ctx, &h)
 		g.Expect(err).To(MatchError(etcd.ErrTooLarge))
 		g.Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("more than %d Nodes", maxNodes)))

@@ -13,9 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward/portforwardtest"
 )
 
-// failWith is a portforward.PortForwarder that fails every stream with msg: the kubelet's own
+// failWith is a cri-streaming portforward.PortForwarder that fails every stream with msg: the kubelet's own
 // streaming code then writes the error on the port-forward's error stream (channel 1 of the
 // WebSocket protocol), in one message. A workload cluster's admins run its kubelets and may
 // write anything there.
@@ -36,14 +37,14 @@ func heapInuse() uint64 {
 }
 
 // Test_dialer_hugeErrorFrame: a kubelet that answers a port-forward with an 8 MiB error (past
-// wsReadLimit, one WebSocket message; one SPDY data frame) costs the manager no memory, and what
-// it said reaches the error bounded and on one line.
+// the transport's wsReadLimit, one WebSocket message; one SPDY data frame) costs the manager no
+// memory, and what it said reaches the error bounded and on one line.
 func Test_dialer_hugeErrorFrame(t *testing.T) {
 	huge := "refused\n* Member n2: healthy " + strings.Repeat("x", 8<<20)
-	for _, p := range protocols {
-		t.Run(p.name, func(t *testing.T) {
+	for _, p := range portforwardtest.Protocols {
+		t.Run(p.Name, func(t *testing.T) {
 			g := NewWithT(t)
-			server := portForwardServerWith(t, failWith(huge), p.webSocket)
+			server, _ := portforwardtest.Server(t, failWith(huge), p.WebSocket)
 			creds, _, err := sourceFor([]client.Object{caSecretFor(g)}).get(t.Context(), time.Now())
 			g.Expect(err).NotTo(HaveOccurred())
 			d := dialerTo(server.URL, 10*time.Second)

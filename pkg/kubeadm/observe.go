@@ -31,7 +31,7 @@ func (b *Backend) observe(ctx context.Context) (*membership.Observation, error) 
 		// Connections authenticated with the previous CA's certificate must not be reused.
 		b.pool.dropAll()
 	}
-	answers, h, err := b.askMembers(ctx, creds)
+	answers, facts, err := b.askMembers(ctx, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -39,12 +39,12 @@ func (b *Backend) observe(ctx context.Context) (*membership.Observation, error) 
 	if err != nil {
 		return nil, err
 	}
-	if h.needNodes(v.Members) {
-		if err := b.listNodes(ctx, &h); err != nil {
+	if facts.needNodes(v.Members) {
+		if err := b.listNodes(ctx, &facts); err != nil {
 			return nil, err
 		}
 	}
-	snap := snapshot(v, h.place(v.Members), answers, time.Now())
+	snap := snapshot(v, facts.assignNodes(v.Members), answers, time.Now())
 	b.remember(snap, answers)
 	log.V(4).Info("Observed etcd", "members", len(snap.Members), "answered", countAnswered(answers), "took", time.Since(start))
 	return &membership.Observation{Snap: snap, View: v, Answers: answers, Transport: reach{b: b, creds: creds}}, nil
@@ -62,7 +62,7 @@ func decide(mem *membership.Memory, answers []membership.Answer) (membership.Vie
 
 // askMembers lists the etcd Pods and asks every one of them. The members seen last time are
 // asked while the Pods are listed, so a warm observation costs the slower of the two, not both.
-func (b *Backend) askMembers(ctx context.Context, creds *credentials) ([]membership.Answer, hosts, error) {
+func (b *Backend) askMembers(ctx context.Context, creds *credentials) ([]membership.Answer, nodeFacts, error) {
 	var (
 		wg      sync.WaitGroup
 		pods    map[string]bool
@@ -73,14 +73,14 @@ func (b *Backend) askMembers(ctx context.Context, creds *credentials) ([]members
 	wg.Go(func() { early = b.askAll(ctx, b.knownNodes(), creds) })
 	wg.Wait()
 	if podsErr != nil {
-		return nil, hosts{}, podsErr
+		return nil, nodeFacts{}, podsErr
 	}
 	// A Node whose etcd Pod is gone is not asked: its answer would be through nothing.
 	answers := slices.DeleteFunc(early, func(a membership.Answer) bool { return !pods[a.Where] })
 	nodes := slices.Sorted(maps.Keys(pods))
 	answers = append(answers, b.askAll(ctx, notAsked(nodes, answers), creds)...)
 	slices.SortFunc(answers, func(x, y membership.Answer) int { return strings.Compare(x.Where, y.Where) })
-	return answers, hosts{pods: pods}, nil
+	return answers, nodeFacts{pods: pods}, nil
 }
 
 func (b *Backend) knownNodes() []string {

@@ -7,9 +7,10 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// hosts is what the workload apiserver says about where members can run: the Nodes that run an
-// etcd Pod, and, when they had to be listed, every Node with its InternalIPs.
-type hosts struct {
+// nodeFacts is what the workload apiserver says about where members can run, the facts members
+// are placed on Nodes by: the Nodes that run an etcd Pod, and, when they had to be listed,
+// every Node with its InternalIPs.
+type nodeFacts struct {
 	// pods are the Nodes running kubeadm's etcd Pod (kube-system/etcd-<node>).
 	pods map[string]bool
 	// nodes are the Nodes that exist; nil when they were not listed.
@@ -21,16 +22,16 @@ type hosts struct {
 // needNodes reports whether placing members needs the Node list: a member whose name is not
 // the Node of an etcd Pod (its Pod may be gone while its Node stays), or one that never started
 // (it has no name, only a peer URL).
-func (h hosts) needNodes(members []etcd.Member) bool {
+func (f nodeFacts) needNodes(members []etcd.Member) bool {
 	for _, m := range members {
-		if !m.Started() || !h.pods[m.Name] {
+		if !m.Started() || !f.pods[m.Name] {
 			return true
 		}
 	}
 	return false
 }
 
-// place sets every member's NodeName.
+// assignNodes sets every member's NodeName.
 //
 // Note: kubeadm names a member after its Node. A started member is on the Node of its name
 // when that Node exists (or runs an etcd Pod); otherwise no Node hosts it (a ghost), and
@@ -38,15 +39,15 @@ func (h hosts) needNodes(members []etcd.Member) bool {
 // whose InternalIP is the host of its peer URL, as kubeadm join advertises the Node's address,
 // so the Machine whose join failed can release it. When no Node, or more than one, has that
 // address, it stays unplaced.
-func (h hosts) place(members []etcd.Member) []etcd.Member {
+func (f nodeFacts) assignNodes(members []etcd.Member) []etcd.Member {
 	out := make([]etcd.Member, 0, len(members))
 	for _, m := range members {
 		m.NodeName = ""
 		switch {
-		case m.Started() && (h.pods[m.Name] || h.nodes[m.Name]):
+		case m.Started() && (f.pods[m.Name] || f.nodes[m.Name]):
 			m.NodeName = m.Name
 		case !m.Started():
-			m.NodeName = h.nodeWithIP(peerHost(m))
+			m.NodeName = f.nodeWithIP(peerHost(m))
 		}
 		out = append(out, m)
 	}
@@ -54,11 +55,11 @@ func (h hosts) place(members []etcd.Member) []etcd.Member {
 }
 
 // nodeWithIP returns the one Node with the InternalIP ip; empty when none or several have it.
-func (h hosts) nodeWithIP(ip string) string {
+func (f nodeFacts) nodeWithIP(ip string) string {
 	if ip == "" {
 		return ""
 	}
-	if nodes := h.byIP[ip]; len(nodes) == 1 {
+	if nodes := f.byIP[ip]; len(nodes) == 1 {
 		return nodes[0]
 	}
 	return ""

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward"
 )
 
 // listEtcdPods lists kubeadm's etcd Pods (kube-system, the etcd labels) and returns their Nodes.
@@ -34,7 +36,7 @@ func etcdPodNodes(pods []corev1.Pod) map[string]bool {
 	nodes := map[string]bool{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName != "" && p.Name == podName(p.Spec.NodeName) && p.DeletionTimestamp == nil {
+		if p.Spec.NodeName != "" && p.Name == portforward.PodName(p.Spec.NodeName) && p.DeletionTimestamp == nil {
 			nodes[p.Spec.NodeName] = true
 		}
 	}

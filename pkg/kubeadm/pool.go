@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward"
 )
 
 // Keep-alive of member connections: a tunnel that died without a close (apiserver or kubelet
@@ -211,7 +212,7 @@ func (p *pool) newClient(node string, creds *credentials) (*memberClient, error)
 	opts := []grpc.DialOption{grpc.WithContextDialer(dial), grpc.WithReadBufferSize(0), grpc.WithStatsHandler(c.conns)}
 	cli, err := clientv3.New(clientv3.Config{
 		// The endpoint only names the target; the dialer decides where the bytes go.
-		Endpoints:            []string{fmt.Sprintf("%s:%d", podName(node), etcdPort)},
+		Endpoints:            []string{fmt.Sprintf("%s:%d", portforward.PodName(node), portforward.EtcdPort)},
 		DialTimeout:          p.dialer.cfg.DialTimeout,
 		DialKeepAliveTime:    keepAliveTime,
 		DialKeepAliveTimeout: keepAliveTimeout,

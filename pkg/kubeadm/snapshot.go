@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/pkg/internal/membership"
+	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward"
 )
 
 // snapshot builds the Snapshot from the view, its members placed on Nodes, and the answers
@@ -26,7 +27,7 @@ func snapshot(v membership.View, members []etcd.Member, answers []membership.Ans
 		if m.NodeName != "" && !slices.ContainsFunc(answers, func(a membership.Answer) bool { return a.Where == m.NodeName }) {
 			s.Evidence = append(s.Evidence, etcd.MemberEvidence{
 				MemberID: m.ID, NodeName: m.NodeName, ObservedAt: now, Contact: etcd.ContactUnknown,
-				Error: fmt.Sprintf("Node %s runs no etcd Pod %s, so etcd member %s cannot be asked", m.NodeName, podRef(m.NodeName), m),
+				Error: fmt.Sprintf("Node %s runs no etcd Pod %s, so etcd member %s cannot be asked", m.NodeName, portforward.PodRef(m.NodeName), m),
 			})
 		}
 	}

@@ -23,17 +23,17 @@ func members(names ...string) []etcd.Member {
 	return out
 }
 
-// placed is members with NodeName set as place sets it when every Node runs an etcd Pod.
+// placed is members with NodeName set as assignNodes sets it when every Node runs an etcd Pod.
 func placed(ms []etcd.Member) []etcd.Member {
 	pods := map[string]bool{}
 	for _, m := range ms {
 		pods[m.Name] = true
 	}
-	return hosts{pods: pods}.place(ms)
+	return nodeFacts{pods: pods}.assignNodes(ms)
 }
 
-func answered(node string, self, cluster, leader uint64, ms []etcd.Member) membership.Answer {
-	return membership.Answer{Where: node, At: time.Now(), SelfID: self, ClusterID: cluster, LeaderID: leader, Members: ms}
+func answered(node string, memberID, cluster, leader uint64, ms []etcd.Member) membership.Answer {
+	return membership.Answer{Where: node, At: time.Now(), SelfID: memberID, ClusterID: cluster, LeaderID: leader, Members: ms}
 }
 
 // answerMap is the answers by Node, as observe has them.
@@ -136,8 +136,8 @@ func Test_view_snapshot_podGone(t *testing.T) {
 	three := members("a", "b", "c")
 	in := answerMap(answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three))
 	v := newView(g, in, 0, nil)
-	h := hosts{pods: map[string]bool{"a": true, "b": true}, nodes: map[string]bool{"a": true, "b": true, "c": true}}
-	s := snapshot(v, h.place(v.Members), in, time.Now())
+	facts := nodeFacts{pods: map[string]bool{"a": true, "b": true}, nodes: map[string]bool{"a": true, "b": true, "c": true}}
+	s := snapshot(v, facts.assignNodes(v.Members), in, time.Now())
 	ev, ok := s.EvidenceFor(3)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(ev.Contact).To(Equal(etcd.ContactUnknown))
@@ -145,11 +145,11 @@ func Test_view_snapshot_podGone(t *testing.T) {
 	g.Expect(etcd.AssessMembers(s, time.Now())[2].Health).To(Equal(etcd.Unknown))
 }
 
-func Test_hosts_place(t *testing.T) {
+func Test_nodeFacts_assignNodes(t *testing.T) {
 	neverStarted := func(id uint64, peer string) etcd.Member {
 		return etcd.Member{ID: id, PeerURLs: []string{peer}, IsLearner: true}
 	}
-	h := hosts{
+	facts := nodeFacts{
 		pods:  map[string]bool{"a": true},
 		nodes: map[string]bool{"a": true, "b": true, "joining": true, "x": true, "y": true},
 		byIP:  map[string][]string{"10.0.0.1": {"a"}, "10.0.0.2": {"b"}, "10.0.0.9": {"joining"}, "10.0.0.7": {"x", "y"}},
@@ -169,8 +169,8 @@ func Test_hosts_place(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(h.needNodes([]etcd.Member{tt.in})).To(Equal(tt.in.Name != "a"))
-			g.Expect(h.place([]etcd.Member{tt.in})[0].NodeName).To(Equal(tt.want))
+			g.Expect(facts.needNodes([]etcd.Member{tt.in})).To(Equal(tt.in.Name != "a"))
+			g.Expect(facts.assignNodes([]etcd.Member{tt.in})[0].NodeName).To(Equal(tt.want))
 		})
 	}
 }

@@ -61,7 +61,7 @@ const (
 	janitorFrame = "etcd-adapter/pkg/kubeadm.(*pool).janitor"
 	// clientFrame is on the stack of gRPC's reader of every member connection a kubeadm backend
 	// keeps: its port-forward tunnel (WebSocket, or the older channel protocol), read by gRPC.
-	clientFrame    = "etcd-adapter/pkg/kubeadm.(*"
+	clientFrame    = "etcd-adapter/pkg/kubeadm/internal/portforward.(*"
 	clientFrameEnd = "unnel).Read("
 )
 

@@ -2,12 +2,11 @@ package k3sbackend_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
 	"github.com/etcd-adapter/etcd-adapter/test/env/k3ssim"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // Short intervals keep the suite fast; K3s's own are 15 s and 5 min.
@@ -84,7 +84,9 @@ type k3sCluster struct {
 	ips     map[string]string
 }
 
-// startCluster starts n K3s servers of version with Nodes cp-0 ... cp-<n-1>, and the backend.
+// startCluster starts n K3s servers of version with Nodes cp-0 ... cp-<n-1> on their own
+// workload apiserver (workload.StartK3s, without kubelet stand-ins: the simulator writes each
+// Node's Ready condition), and the backend.
 func startCluster(t testing.TB, version string, n int, o clusterOptions) *k3sCluster {
 	t.Helper()
 	g := NewWithT(t)
@@ -92,56 +94,41 @@ func startCluster(t testing.TB, version string, n int, o clusterOptions) *k3sClu
 	if o.heartbeat == 0 {
 		o.heartbeat = testHeartbeat
 	}
-	api, err := env.StartAPIServer(env.APIServerOptions{})
+	w, err := workload.StartK3s(ctx, workload.K3sOptions{
+		Version: version, Members: n, Tick: testTick, HeartbeatInterval: o.heartbeat,
+		NoKubelets: true, DisableStrictReconfigCheck: o.noStrict,
+		Simulator: func(so *k3ssim.Options) {
+			so.CallTimeout, so.RequeueBaseDelay, so.RequeueMaxDelay = time.Second, 20*time.Millisecond, 300*time.Millisecond
+			if o.simTransport != nil {
+				so.RESTConfig = rest.CopyConfig(so.RESTConfig)
+				so.RESTConfig.Wrap(o.simTransport)
+			}
+			if o.simTune != nil {
+				o.simTune(so)
+			}
+		},
+	})
 	g.Expect(err).ToNot(HaveOccurred())
-	t.Cleanup(func() { _ = api.Stop() })
-	c := &k3sCluster{api: api, client: api.Client, version: version, ips: map[string]string{}}
+	t.Cleanup(func() { _ = w.Close() })
+	c := &k3sCluster{
+		api: w.APIServer, client: w.APIServer.Client, etcd: w.Etcd, sim: w.Simulator,
+		version: version, nodes: slices.Clone(w.Nodes), ips: map[string]string{},
+	}
+	for _, m := range w.Etcd.Members() {
+		c.ips[m.NodeName()] = m.IP()
+	}
 	v, err := k3s.ParseVersion(version)
 	g.Expect(err).ToNot(HaveOccurred())
 	c.keys = k3s.KeysFor(v.Program)
-	var specs []etcdcluster.MemberSpec
-	for i := range n {
-		node := fmt.Sprintf("cp-%d", i)
-		ip := fmt.Sprintf("127.0.0.%d", 10+i)
-		specs = append(specs, etcdcluster.MemberSpec{NodeName: node, MemberName: memberName(t, node), IP: ip})
-		c.nodes, c.ips[node] = append(c.nodes, node), ip
-	}
-	c.etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: specs, DisableStrictReconfigCheck: o.noStrict})
-	g.Expect(err).ToNot(HaveOccurred())
-	t.Cleanup(func() { _ = c.etcd.Close() })
-	simConfig := rest.CopyConfig(api.Config)
-	if o.simTransport != nil {
-		simConfig.Wrap(o.simTransport)
-	}
-	simOpts := k3ssim.Options{
-		Version: version, RESTConfig: simConfig, Etcd: c.etcd,
-		Tick: testTick, HeartbeatInterval: o.heartbeat, CallTimeout: time.Second,
-		RequeueBaseDelay: 20 * time.Millisecond, RequeueMaxDelay: 300 * time.Millisecond,
-	}
-	if o.simTune != nil {
-		o.simTune(&simOpts)
-	}
-	c.sim, err = k3ssim.New(simOpts)
-	g.Expect(err).ToNot(HaveOccurred())
-	g.Expect(c.sim.Start(ctx)).To(Succeed())
-	t.Cleanup(c.sim.Stop)
 	cfg := k3s.Config{HeartbeatInterval: o.heartbeat, Tick: testTick, ClockSkew: time.Second}
 	if o.backendTune != nil {
 		o.backendTune(&cfg)
 	}
-	c.backend, err = k3s.Start(ctx, api.Config, cfg)
+	c.backend, err = k3s.Start(ctx, w.APIServer.Config, cfg)
 	g.Expect(err).ToNot(HaveOccurred())
 	t.Cleanup(c.backend.Stop)
 	c.waitReady(g)
 	return c
-}
-
-// memberName is K3s's member naming, `<node>-<8 random hex>`.
-func memberName(t testing.TB, node string) string {
-	b := make([]byte, 4)
-	_, err := rand.Read(b)
-	NewWithT(t).Expect(err).ToNot(HaveOccurred())
-	return node + "-" + hex.EncodeToString(b)
 }
 
 // waitReady waits until every Node carries its member name and, where the version writes it,

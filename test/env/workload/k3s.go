@@ -34,6 +34,15 @@ type K3sOptions struct {
 	Tick, HeartbeatInterval time.Duration
 	// Heartbeat is the kubelet stand-ins' Ready refresh period (default DefaultHeartbeat).
 	Heartbeat time.Duration
+	// NoKubelets starts no kubelet stand-ins: the simulator writes each Node's Ready condition
+	// itself (k3ssim.Options.Kubelet nil), as a suite of the K3s backend alone needs.
+	NoKubelets bool
+	// DisableStrictReconfigCheck turns off etcd's strict reconfiguration check, so members can be
+	// removed and added back to back (benchmarks that change membership in a loop).
+	DisableStrictReconfigCheck bool
+	// Simulator, when set, adjusts the simulator's options before it starts (its transport to
+	// the apiserver, call timeout, requeue delays).
+	Simulator func(*k3ssim.Options)
 }
 
 // K3s is a running K3s-flavoured workload cluster.
@@ -63,16 +72,22 @@ func StartK3s(ctx context.Context, opts K3sOptions) (_ *K3s, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: specs}); err != nil {
+	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: specs, DisableStrictReconfigCheck: opts.DisableStrictReconfigCheck}); err != nil {
 		return nil, fmt.Errorf("failed to start the etcd cluster: %w", err)
 	}
+	var standIns k3ssim.Kubelet
+	if !opts.NoKubelets {
+		standIns = k.standIns
+	}
 	for _, s := range specs {
-		if err := k.startKubelet(ctx, s.NodeName); err != nil {
-			return nil, err
+		if !opts.NoKubelets {
+			if err := k.startKubelet(ctx, s.NodeName); err != nil {
+				return nil, err
+			}
 		}
 		k.Nodes = append(k.Nodes, s.NodeName)
 	}
-	if err := k.startSimulator(ctx, k.standIns, opts); err != nil {
+	if err := k.startSimulator(ctx, standIns, opts); err != nil {
 		return nil, err
 	}
 	return k, k.waitReady(ctx)
@@ -128,22 +143,28 @@ func (k *K3s) startKubelet(ctx context.Context, node string) error {
 }
 
 // JoinServer starts a new server on Node node advertising ip (distinct from every other
-// server's: K3s matches members by peer address): its kubelet stand-in, then the simulator's
+// server's: K3s matches members by peer address): its kubelet stand-in (unless NoKubelets), then the simulator's
 // join (an etcd learner under a fresh member name, promoted by the leader's K3s). It returns
 // the member name.
 func (k *K3s) JoinServer(ctx context.Context, node, ip string) (string, error) {
-	if err := k.startKubelet(ctx, node); err != nil {
-		return "", err
+	if !k.opts.NoKubelets {
+		if err := k.startKubelet(ctx, node); err != nil {
+			return "", err
+		}
 	}
 	k.Nodes = append(k.Nodes, node)
 	return k.Simulator.JoinServer(ctx, node, ip)
 }
 
-func (k *K3s) startSimulator(ctx context.Context, standIns *k3ssim.StandInKubelets, opts K3sOptions) error {
-	sim, err := k3ssim.New(k3ssim.Options{
+func (k *K3s) startSimulator(ctx context.Context, standIns k3ssim.Kubelet, opts K3sOptions) error {
+	simOpts := k3ssim.Options{
 		Version: opts.Version, RESTConfig: k.APIServer.Config, Etcd: k.Etcd, Kubelet: standIns,
 		Tick: opts.Tick, HeartbeatInterval: opts.HeartbeatInterval,
-	})
+	}
+	if opts.Simulator != nil {
+		opts.Simulator(&simOpts)
+	}
+	sim, err := k3ssim.New(simOpts)
 	if err != nil {
 		return fmt.Errorf("failed to create the K3s simulator: %w", err)
 	}

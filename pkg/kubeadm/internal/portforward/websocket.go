@@ -1,4 +1,4 @@
-package kubeadm
+package portforward
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package kubeadm
+package portforward
 
 import (
 	"io"
@@ -46,9 +46,9 @@ func newTunnel(conn httpstream.Connection, data, errStream httpstream.Stream, no
 	return t
 }
 
-// remoteError returns what the kubelet reported on the error stream, waiting briefly for it;
+// RemoteError returns what the kubelet reported on the error stream, waiting briefly for it;
 // empty when it reported nothing.
-func (t *tunnel) remoteError() string {
+func (t *tunnel) RemoteError() string {
 	select {
 	case msg := <-t.errMsg:
 		t.errMsg <- msg
@@ -77,7 +77,7 @@ func (t *tunnel) Close() error {
 }
 
 func (t *tunnel) LocalAddr() net.Addr  { return tunnelAddr("port-forward") }
-func (t *tunnel) RemoteAddr() net.Addr { return tunnelAddr(podName(t.node)) }
+func (t *tunnel) RemoteAddr() net.Addr { return tunnelAddr(PodName(t.node)) }
 
 // SetDeadline and friends honour deadlines the only way a port-forward stream can: streams
 // have no deadlines of their own, so when the earliest deadline passes the tunnel is closed,

@@ -1,4 +1,4 @@
-package kubeadm
+package portforward
 
 import (
 	"encoding/binary"
@@ -24,10 +24,13 @@ import (
 // and no zlib header compressor runs at any hop: each port-forward costs the controller, the
 // apiserver and the kubelet less than the SPDY-based protocols kubectl and KCP use.
 const (
-	channelProtocol = "v4.channel.k8s.io"
-	dataChannel     = 0
-	errorChannel    = 1
+	dataChannel  = 0
+	errorChannel = 1
 )
+
+// ChannelProtocol is the WebSocket subprotocol of the kubelet's own port-forward protocol,
+// the one Dialer.Open asks for first.
+const ChannelProtocol = "v4.channel.k8s.io"
 
 // channelTunnel is a net.Conn over the data channel of one native WebSocket port-forward.
 type channelTunnel struct {
@@ -46,7 +49,7 @@ type channelTunnel struct {
 	closeOnce sync.Once
 }
 
-var _ portForwardConn = &channelTunnel{}
+var _ Conn = &channelTunnel{}
 
 // newChannelTunnel reads the port headers the kubelet sends first on both channels, which
 // confirms that the other end speaks this protocol for port 2379.
@@ -64,22 +67,22 @@ func newChannelTunnel(ws *gwebsocket.Conn, node string, deadline time.Time) (*ch
 }
 
 // next reads one message: a data message's payload is kept in pending; the port headers are
-// checked and error-channel text is kept for remoteError. It returns how many data bytes arrived.
+// checked and error-channel text is kept for RemoteError. It returns how many data bytes arrived.
 func (t *channelTunnel) next() (int, error) {
 	kind, msg, err := t.ws.ReadMessage()
 	if err != nil {
 		return 0, err
 	}
 	if kind != gwebsocket.BinaryMessage || len(msg) == 0 {
-		return 0, fmt.Errorf("unexpected port-forward message (type %d, %d bytes) from Pod %s", kind, len(msg), podRef(t.node))
+		return 0, fmt.Errorf("unexpected port-forward message (type %d, %d bytes) from Pod %s", kind, len(msg), PodRef(t.node))
 	}
 	ch, payload := msg[0], msg[1:]
 	if ch > errorChannel {
-		return 0, fmt.Errorf("unexpected port-forward channel %d from Pod %s", ch, podRef(t.node))
+		return 0, fmt.Errorf("unexpected port-forward channel %d from Pod %s", ch, PodRef(t.node))
 	}
 	if !t.headers[ch] {
-		if len(payload) < 2 || binary.LittleEndian.Uint16(payload) != etcdPort {
-			return 0, fmt.Errorf("unexpected port-forward header on channel %d from Pod %s", ch, podRef(t.node))
+		if len(payload) < 2 || binary.LittleEndian.Uint16(payload) != EtcdPort {
+			return 0, fmt.Errorf("unexpected port-forward header on channel %d from Pod %s", ch, PodRef(t.node))
 		}
 		t.headers[ch] = true
 		payload = payload[2:]
@@ -147,9 +150,9 @@ func (t *channelTunnel) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// remoteError is what the kubelet wrote on the error channel (why it could not connect to the
+// RemoteError is what the kubelet wrote on the error channel (why it could not connect to the
 // Pod's port), as far as it has been read.
-func (t *channelTunnel) remoteError() string {
+func (t *channelTunnel) RemoteError() string {
 	t.errMu.Lock()
 	defer t.errMu.Unlock()
 	return etcd.SanitizeText(t.errMsg.String(), etcd.MaxTextBytes)
@@ -172,7 +175,7 @@ func (t *channelTunnel) Close() error {
 }
 
 func (t *channelTunnel) LocalAddr() net.Addr  { return tunnelAddr("port-forward") }
-func (t *channelTunnel) RemoteAddr() net.Addr { return tunnelAddr(podName(t.node)) }
+func (t *channelTunnel) RemoteAddr() net.Addr { return tunnelAddr(PodName(t.node)) }
 
 // The deadlines are the WebSocket connection's own: a read or write past one fails with a
 // timeout, after which the tunnel is broken (gorilla/websocket does not resume after a read
