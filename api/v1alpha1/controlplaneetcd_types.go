@@ -185,6 +185,11 @@ type ControlPlaneEtcdSpec struct {
 	// turns True again; counted from status.machineMembers[].healthySince. Default 1m.
 	// +optional
 	MemberRecoveryTime *metav1.Duration `json:"memberRecoveryTime,omitempty"`
+
+	// Snapshot, when set, makes every member removal (mode Manage) wait for a fresh verified
+	// etcd snapshot; see SnapshotSpec.
+	// +optional
+	Snapshot *SnapshotSpec `json:"snapshot,omitempty"`
 }
 
 // MemberRole is a member's part in raft.
@@ -308,6 +313,10 @@ type MemberRemovalStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=10240
 	Message string `json:"message,omitempty"`
+
+	// Snapshot is the verified snapshot that preceded the removal (spec.snapshot).
+	// +optional
+	Snapshot *SnapshotRecord `json:"snapshot,omitempty"`
 }
 
 // NotStartedMemberStatus is a member etcd lists that has not started (it has no name), and
@@ -409,6 +418,11 @@ type ControlPlaneEtcdStatus struct {
 	// +listMapKey=machineName
 	// +kubebuilder:validation:MaxItems=64
 	MachineMembers []MachineMemberStatus `json:"machineMembers,omitempty"`
+
+	// Snapshot is what spec.snapshot did: the newest verified snapshot and a removal waiting
+	// for one.
+	// +optional
+	Snapshot *SnapshotStatus `json:"snapshot,omitempty"`
 
 	// ObservedGeneration is the generation the status was last computed for.
 	// +optional
