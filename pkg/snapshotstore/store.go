@@ -118,6 +118,12 @@ func (st *Store) Save(ctx context.Context, cluster types.NamespacedName, s *etcd
 	info, err := st.cli.PutObject(ctx, st.cfg.Bucket, key, teeReader{r: s.Body, w: check}, -1, minio.PutObjectOptions{
 		ContentType: "application/octet-stream",
 		PartSize:    partSize,
+		// The bucket checks every part against its MD5. The payload is not signed (as minio-go
+		// does over https anyway), so plain-http buckets take the same request as TLS ones
+		// instead of aws-chunked streaming signatures, which not every S3-compatible server
+		// stores correctly.
+		SendContentMd5:       true,
+		DisableContentSha256: true,
 		UserMetadata: map[string]string{
 			"etcd-member":          s.Member.String(),
 			"etcd-revision-before": strconv.FormatInt(s.RevisionBefore, 10),
