@@ -136,6 +136,10 @@ type SnapshotStatus struct {
 	// none waits.
 	// +optional
 	WaitingSince *metav1.Time `json:"waitingSince,omitempty"`
+	// LastFailureTime is when the last attempt failed; unset when it succeeded. The next
+	// attempt waits a retry interval from it.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
 	// LastError is why the last attempt failed; empty when it succeeded.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048

@@ -27,7 +27,7 @@ import (
 
 const snapshotBucket = "etcd-snapshots"
 
-func startS3(t *testing.T) *s3server.Server {
+func startS3(t testing.TB) *s3server.Server {
 	t.Helper()
 	s, err := s3server.Start(snapshotBucket)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())

@@ -170,10 +170,14 @@ func (st *Store) verify(ctx context.Context, check *trailerCheck, scratch *os.Fi
 		return fmt.Errorf("the database is not consistent: %w", err)
 	}
 	saved.Verified = append(saved.Verified, CheckConsistency)
-	if status.Revision < s.RevisionBefore {
-		return fmt.Errorf("the database holds revision %d, older than revision %d the member reported right before", status.Revision, s.RevisionBefore)
+	rev, err := dbRevision(scratch.Name(), status.Revision)
+	if err != nil {
+		return err
 	}
-	saved.Revision = status.Revision
+	if rev < s.RevisionBefore {
+		return fmt.Errorf("the database holds revision %d, older than revision %d the member reported right before", rev, s.RevisionBefore)
+	}
+	saved.Revision = rev
 	saved.Verified = append(saved.Verified, CheckRevision)
 	return nil
 }

@@ -58,7 +58,7 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 	if !verdict.Allowed {
 		return ctrl.Result{}, nil
 	}
-	if _, o, goesOn := r.snapshotBefore(ctx, s, nil); !goesOn {
+	if _, o, goesOn := r.snapshotBefore(ctx, s, nil, ghost.NodeName); !goesOn {
 		s.apply(o)
 		return s.requeue(), nil
 	}

@@ -119,7 +119,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	inFlight := s.removal().inFlightFor(m) != nil && s.removal().isOf(target)
 	var preceding *v1alpha1.SnapshotRecord
 	if !inFlight {
-		snap, o, goesOn := r.snapshotBefore(ctx, s, m)
+		snap, o, goesOn := r.snapshotBefore(ctx, s, m, target.NodeName)
 		if !goesOn {
 			return o, nil
 		}

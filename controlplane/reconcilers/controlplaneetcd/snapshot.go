@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
+	"github.com/etcd-adapter/etcd-adapter/pkg/k3s"
 	"github.com/etcd-adapter/etcd-adapter/pkg/snapshotstore"
 )
 
@@ -32,7 +34,7 @@ const (
 // overrode it). Otherwise the removal waits this pass, and the outcome says why; when
 // etcd-adapter can take the snapshot itself (kubeadm, external), it takes one in this pass, the
 // pass's one change.
-func (r *Reconciler) snapshotBefore(ctx context.Context, s *scope, m *clusterv1.Machine) (*v1alpha1.SnapshotRecord, outcome, bool) {
+func (r *Reconciler) snapshotBefore(ctx context.Context, s *scope, m *clusterv1.Machine, removedNode string) (*v1alpha1.SnapshotRecord, outcome, bool) {
 	st := s.cpe.Status.Snapshot
 	if st == nil {
 		st = &v1alpha1.SnapshotStatus{}
@@ -43,7 +45,20 @@ func (r *Reconciler) snapshotBefore(ctx context.Context, s *scope, m *clusterv1.
 	if st.WaitingSince != nil {
 		in.WaitingSince = &st.WaitingSince.Time
 	}
+	if st.LastFailureTime != nil {
+		in.LastFailure, in.RetryInterval = &st.LastFailureTime.Time, snapshotRetryInterval
+	}
+	var k3sWhy string
+	if !in.CanTake && in.Spec != nil {
+		// K3s and RKE2 take their own snapshots: the newest that may precede this removal is
+		// looked up afresh each pass, since it depends on the Node being removed.
+		in.Last, k3sWhy = r.k3sSnapshotFor(ctx, s, removedNode)
+		st.Last = in.Last
+	}
 	gate := decideSnapshotGate(in)
+	if k3sWhy != "" {
+		gate.Message = k3sWhy + "; " + gate.Message
+	}
 	log := ctrl.LoggerFrom(ctx)
 	log.V(2).Info("Snapshot gate for member removal", "verdict", gate.Verdict, "reason", gate.Reason)
 	if gate.goesOn() {
@@ -64,21 +79,47 @@ func (r *Reconciler) snapshotBefore(ctx context.Context, s *scope, m *clusterv1.
 	if gate.Reason == v1alpha1.ProgressingSnapshotWaitExceededReason {
 		r.eventFor(s, m, corev1.EventTypeWarning, v1alpha1.EventSnapshotWaitExceeded, "Member removal waits: "+gate.Message)
 	}
-	if gate.Verdict == snapshotWait {
+	switch gate.Verdict {
+	case snapshotWait:
 		return nil, waiting(gate.Reason, "Member removal waits: "+gate.Message).after(snapshotRetryInterval), false
+	case snapshotRetryLater:
+		next := st.LastFailureTime.Add(snapshotRetryInterval).Sub(s.now)
+		return nil, waiting(gate.Reason, fmt.Sprintf("Member removal waits: %s; the last attempt failed: %s", gate.Message, st.LastError)).after(max(next, time.Second)), false
 	}
 	saved, err := r.takeSnapshot(ctx, s)
 	if err != nil {
-		st.LastError = etcd.SanitizeText(err.Error(), etcd.MaxTextBytes)
+		st.LastError, st.LastFailureTime = etcd.SanitizeText(err.Error(), etcd.MaxTextBytes), &metav1.Time{Time: r.now()}
 		msg := fmt.Sprintf("Member removal waits: %s; the last attempt failed: %s", gate.Message, st.LastError)
 		r.eventFor(s, m, corev1.EventTypeWarning, v1alpha1.EventSnapshotFailed, msg)
 		log.Info("Snapshot before member removal failed", "err", err.Error())
 		return nil, waiting(gate.Reason, msg).after(snapshotRetryInterval), false
 	}
-	st.Last, st.LastError = saved, ""
+	st.Last, st.LastError, st.LastFailureTime = saved, "", nil
 	msg := fmt.Sprintf("Took verified etcd snapshot %s (revision %d, %d bytes; checked %s) before a member removal", saved.Key, saved.Revision, saved.Size, saved.Verified)
 	r.eventFor(s, m, corev1.EventTypeNormal, v1alpha1.EventSnapshotTaken, msg)
 	return nil, acted(v1alpha1.ProgressingWaitingForSnapshotReason, msg).after(confirmRequeueAfter), false
+}
+
+// k3sSnapshotFor is the newest ETCDSnapshotFile of the workload cluster that may precede the
+// removal of the member on removedNode (chooseK3sSnapshot), or why there is none.
+func (r *Reconciler) k3sSnapshotFor(ctx context.Context, s *scope, removedNode string) (*v1alpha1.SnapshotRecord, string) {
+	if r.ClusterCache == nil {
+		return nil, "the workload cluster cannot be read"
+	}
+	c, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
+	if err != nil {
+		return nil, fmt.Sprintf("the workload cluster cannot be read to list ETCDSnapshotFiles: %v", err)
+	}
+	files, err := k3s.ListSnapshotFiles(ctx, c)
+	if err != nil {
+		return nil, etcd.SanitizeText(err.Error(), etcd.MaxTextBytes)
+	}
+	f, why := k3s.ChooseSnapshot(files, removedNode, s.now, s.cpe.Spec.Snapshot.MaxAgeOrDefault())
+	if f == nil {
+		return nil, why
+	}
+	return &v1alpha1.SnapshotRecord{Key: fmt.Sprintf("ETCDSnapshotFile %s (%s)", f.Name, f.Location), Size: f.Size,
+		Time: metav1.NewTime(f.CreationTime), Verified: "readyToUse"}, ""
 }
 
 // eventFor records an Event on Machine m and the ControlPlaneEtcd, or on the ControlPlaneEtcd

@@ -22,6 +22,9 @@ const (
 	// snapshotWait: no fresh snapshot, and etcd-adapter cannot take one itself; the removal
 	// waits for one (K3s and RKE2 take their own).
 	snapshotWait snapshotVerdict = "Wait"
+	// snapshotRetryLater: no fresh snapshot, and the last attempt failed less than the retry
+	// interval ago; the removal waits without a new attempt.
+	snapshotRetryLater snapshotVerdict = "RetryLater"
 )
 
 // snapshotGateInput is what the snapshot gate decides from.
@@ -37,6 +40,10 @@ type snapshotGateInput struct {
 	CanTake bool
 	// WaitingSince is when the removal started waiting for a snapshot; nil when it did not.
 	WaitingSince *time.Time
+	// LastFailure is when the last attempt to take one failed; nil when it succeeded.
+	LastFailure *time.Time
+	// RetryInterval is the least time between a failed attempt and the next.
+	RetryInterval time.Duration
 	// Now is the time of the pass.
 	Now time.Time
 }
@@ -80,8 +87,12 @@ func decideSnapshotGate(in snapshotGateInput) snapshotGate {
 		return snapshotGate{Verdict: snapshotOverridden, Message: fmt.Sprintf("%s, and the Machine has annotation %s=%s", why, v1alpha1.RemoveWithoutSnapshotAnnotation, v1alpha1.AnnotationTrue)}
 	}
 	verdict, reason := snapshotTake, v1alpha1.ProgressingWaitingForSnapshotReason
-	if !in.CanTake {
+	switch {
+	case !in.CanTake:
 		verdict = snapshotWait
+	case in.LastFailure != nil && in.Now.Sub(*in.LastFailure) < in.RetryInterval:
+		// Every pass would otherwise stream the whole database again while the bucket is down.
+		verdict = snapshotRetryLater
 	}
 	bound := in.Spec.WaitTimeoutOrDefault()
 	if in.WaitingSince != nil && in.Now.Sub(*in.WaitingSince) > bound {

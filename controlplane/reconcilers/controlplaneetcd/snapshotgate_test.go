@@ -33,6 +33,8 @@ func Test_decideSnapshotGate(t *testing.T) {
 		{name: "A backend that takes its own snapshots (K3s) waits instead of taking one", in: snapshotGateInput{Spec: spec, Now: now}, want: snapshotWait, wantReason: v1alpha1.ProgressingWaitingForSnapshotReason},
 		{name: "Waiting longer than waitTimeout says so and still waits", in: snapshotGateInput{Spec: spec, Now: now, CanTake: true, WaitingSince: since(31 * time.Minute)}, want: snapshotTake, wantReason: v1alpha1.ProgressingSnapshotWaitExceededReason},
 		{name: "Waiting less than waitTimeout is a plain wait", in: snapshotGateInput{Spec: spec, Now: now, CanTake: true, WaitingSince: since(29 * time.Minute)}, want: snapshotTake, wantReason: v1alpha1.ProgressingWaitingForSnapshotReason},
+		{name: "A failed attempt less than the retry interval ago waits without a new attempt", in: snapshotGateInput{Spec: spec, Now: now, CanTake: true, LastFailure: since(5 * time.Second), RetryInterval: 15 * time.Second}, want: snapshotRetryLater, wantReason: v1alpha1.ProgressingWaitingForSnapshotReason},
+		{name: "A failed attempt longer than the retry interval ago is retried", in: snapshotGateInput{Spec: spec, Now: now, CanTake: true, LastFailure: since(16 * time.Second), RetryInterval: 15 * time.Second}, want: snapshotTake, wantReason: v1alpha1.ProgressingWaitingForSnapshotReason},
 		{name: "The annotation lets the removal go on without a fresh snapshot", in: snapshotGateInput{Spec: spec, Last: taken(time.Hour), Now: now, Overridden: true}, want: snapshotOverridden},
 		{name: "The annotation is not needed when a fresh snapshot exists", in: snapshotGateInput{Spec: spec, Last: taken(time.Minute), Now: now, Overridden: true}, want: snapshotFresh},
 	}
