@@ -69,7 +69,17 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 		report(b, size, time.Since(start))
 	})
-	b.Run("product-stream-verify-upload", func(b *testing.B) {
+	noScratch, err := snapshotstore.New(snapshotstore.Config{Endpoint: s3.URL, Bucket: snapshotBucket, AccessKeyID: "bench", SecretAccessKey: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("product-without-scratch", func(b *testing.B) { benchProduct(ctx, b, backend, noScratch, cluster) })
+	b.Run("product-stream-verify-upload", func(b *testing.B) { benchProduct(ctx, b, backend, store, cluster) })
+}
+
+// benchProduct is the product path a removal waits for: stream, upload, verify, prune.
+func benchProduct(ctx context.Context, b *testing.B, backend *Backend, store *snapshotstore.Store, cluster types.NamespacedName) {
+	{
 		var size int64
 		start := time.Now()
 		for b.Loop() {
@@ -87,7 +97,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		}
 		report(b, size, time.Since(start))
-	})
+	}
 }
 
 func report(b *testing.B, size int64, took time.Duration) {
