@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/snapshotstore"
+	"github.com/etcd-adapter/etcd-adapter/test/env/k3ssim"
 	"github.com/etcd-adapter/etcd-adapter/test/env/s3server"
 )
 
@@ -73,5 +74,40 @@ var _ = Describe("A verified snapshot before a member removal (spec.snapshot)", 
 			reasons = append(reasons, ev.Reason)
 		}
 		Expect(reasons).To(ContainElements(v1alpha1.EventSnapshotTaken, v1alpha1.EventHookReleased))
+	}, SpecTimeout(5*time.Minute))
+})
+
+var _ = Describe("A K3s snapshot before a member removal (spec.snapshot on K3s)", func() {
+	It("holds a K3s Machine's member removal until K3s lists a ready ETCDSnapshotFile stored away from its Node, then removes it", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.33.4+k3s1"})
+		c.expectMembers(ctx, 3)
+		cpe := c.status(ctx)
+		before := cpe.DeepCopy()
+		cpe.Spec.Snapshot = &v1alpha1.SnapshotSpec{MaxAge: &metav1.Duration{Duration: 10 * time.Minute}}
+		Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before))).To(Succeed())
+		gone := c.machines["cp-2"]
+
+		By("a snapshot stored only on cp-2, the Node being removed, does not count: the removal waits and says why")
+		_, err := c.workload.Simulator.SaveSnapshot(ctx, k3ssim.SnapshotSpec{Node: "cp-2"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mgmt.Client.Delete(ctx, gone)).To(Succeed())
+		Eventually(func(g Gomega) {
+			cond := findCondition(c.status(ctx), v1alpha1.ProgressingCondition)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal(v1alpha1.ProgressingWaitingForSnapshotReason), cond.Message)
+			g.Expect(cond.Message).To(ContainSubstring("only on Node cp-2"))
+		}, deletionTimeout).Should(Succeed())
+		Expect(c.status(ctx).Status.Members).To(HaveLen(3), "no member is removed without a snapshot")
+		Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(gone), gone)).To(Succeed(), "the Machine is held")
+
+		By("K3s uploads a snapshot to S3: the removal goes on, preceded by it")
+		names, err := c.workload.Simulator.SaveSnapshot(ctx, k3ssim.SnapshotSpec{Node: "cp-2", S3: true})
+		Expect(err).NotTo(HaveOccurred())
+		c.expectGone(ctx, gone)
+		c.expectMembers(ctx, 2)
+		rec := c.status(ctx).Status.Removal
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.Snapshot).NotTo(BeNil())
+		Expect(rec.Snapshot.Key).To(And(ContainSubstring("s3://"), ContainSubstring(names[len(names)-1])))
 	}, SpecTimeout(5*time.Minute))
 })
