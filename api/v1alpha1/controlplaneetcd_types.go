@@ -190,6 +190,11 @@ type ControlPlaneEtcdSpec struct {
 	// backends): defragmentation and NOSPACE recovery. Unset: none.
 	// +optional
 	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
+
+	// Snapshot, when set, makes every member removal (mode Manage) wait for a fresh verified
+	// etcd snapshot; see SnapshotSpec.
+	// +optional
+	Snapshot *SnapshotSpec `json:"snapshot,omitempty"`
 }
 
 // MemberRole is a member's part in raft.
@@ -313,6 +318,10 @@ type MemberRemovalStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=10240
 	Message string `json:"message,omitempty"`
+
+	// Snapshot is the verified snapshot that preceded the removal (spec.snapshot).
+	// +optional
+	Snapshot *SnapshotRecord `json:"snapshot,omitempty"`
 }
 
 // NotStartedMemberStatus is a member etcd lists that has not started (it has no name), and
@@ -422,6 +431,11 @@ type ControlPlaneEtcdStatus struct {
 	// Maintenance is what etcd maintenance (spec.maintenance) did last, member by member.
 	// +optional
 	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
+
+	// Snapshot is what spec.snapshot did: the newest verified snapshot and a removal waiting
+	// for one.
+	// +optional
+	Snapshot *SnapshotStatus `json:"snapshot,omitempty"`
 
 	// ObservedGeneration is the generation the status was last computed for.
 	// +optional

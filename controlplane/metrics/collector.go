@@ -49,7 +49,7 @@ var _ prometheus.Collector = &StatusCollector{}
 
 // Describe sends the descriptors of every metric the collector exports.
 func (c *StatusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{membersDesc, faultToleranceDesc, availableDesc, hooksWaitingDesc, hooksBlockingDesc, collectErrorsDesc} {
+	for _, d := range []*prometheus.Desc{membersDesc, faultToleranceDesc, availableDesc, hooksWaitingDesc, hooksBlockingDesc, collectErrorsDesc, snapshotAgeDesc} {
 		ch <- d
 	}
 }
@@ -67,6 +67,7 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for i := range cpes.Items {
 		collectControlPlaneEtcd(ch, &cpes.Items[i])
+		collectSnapshotAge(ch, &cpes.Items[i], time.Now())
 	}
 	// One read of every Machine, filtered by HooksWaiting: a label selector cannot say "either
 	// label", and the cache scans every Machine for a selector anyway.

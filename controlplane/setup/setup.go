@@ -44,6 +44,9 @@ type Options struct {
 	// ObservationInterval is how often etcd is observed for a ControlPlaneEtcd without
 	// spec.observationInterval; zero means v1alpha1.DefaultObservationInterval.
 	ObservationInterval time.Duration
+	// SnapshotScratchDir is where a snapshot's database is written for its consistency and
+	// revision checks (spec.snapshot); empty: only the sha256 trailer and stored size are checked.
+	SnapshotScratchDir string
 	// AllowedNetworks are the only networks the external etcd backend dials
 	// (backends.Registry.AllowedNetworks); empty allows every address.
 	AllowedNetworks []netip.Prefix
@@ -81,7 +84,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*backends.Regis
 		return nil, err
 	}
 	r := &controlplaneetcd.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache, Backends: registry, ConnectionLost: lost,
-		CallTimeout: opts.CallTimeout, ObservationInterval: opts.ObservationInterval, AtStep: opts.AtStep}
+		CallTimeout: opts.CallTimeout, ObservationInterval: opts.ObservationInterval, AtStep: opts.AtStep,
+		SnapshotScratchDir: opts.SnapshotScratchDir}
 	// Note: warm-up starts the controller's event sources on a replica that does not lead (its
 	// workers still start only on the leader, so nothing is written there). One of the sources is
 	// the ClusterCache's Cluster source, an unbuffered channel the ClusterCache's reconciler sends

@@ -47,7 +47,7 @@ func TestComponents(t *testing.T) {
 	sa, _, _ := unstructured.NestedString(deploy.Object, "spec", "template", "spec", "serviceAccountName")
 	g.Expect(sa).To(Equal(byKind["ServiceAccount"][0].GetName()))
 	volumes, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "volumes")
-	g.Expect(volumes).To(HaveLen(2), "the webhook's and the metrics endpoint's serving certificates")
+	g.Expect(volumes).To(HaveLen(3), "the webhook's and the metrics endpoint's serving certificates, and the snapshot scratch space")
 	certSecret, _, _ := unstructured.NestedString(volumes[0].(map[string]any), "secret", "secretName")
 
 	var cert *unstructured.Unstructured

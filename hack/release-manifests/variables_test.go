@@ -33,6 +33,7 @@ var argsBeforeVariables = []string{
 	"--diagnostics-cert-dir=/tmp/k8s-metrics-server/serving-certs",
 	"--health-addr=:9440",
 	"--webhook-port=9443",
+	"--snapshot-scratch-dir=/var/lib/etcd-adapter/snapshots",
 }
 
 // replicasBeforeVariables is the Deployment's replicas before it became a clusterctl variable.

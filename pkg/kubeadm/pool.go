@@ -351,3 +351,9 @@ func (p *pool) snapshotClients() map[string]*memberClient {
 	}
 	return out
 }
+
+// SnapshotWithVersion opens the member's snapshot stream over the client's port-forward
+// (membership.SnapshotClient).
+func (m *memberClient) SnapshotWithVersion(ctx context.Context) (*clientv3.SnapshotResponse, error) {
+	return m.maint.SnapshotWithVersion(ctx)
+}

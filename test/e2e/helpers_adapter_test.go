@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -131,7 +132,8 @@ func startAdapterWith(ctx context.Context, mgmt *env.Management, o adapterOption
 			(&quorumguard.Guard{Client: mgr.GetClient(), Backends: a.backends}).SetupWithManager(mgr),
 			(&machinehook.Webhook{Client: mgr.GetAPIReader()}).SetupWithManager(mgr))
 	} else {
-		a.backends, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: !o.noWebhooks, CallTimeout: observeTimeout, AtStep: o.atStep})
+		a.backends, err = setup.Setup(ctx, mgr, setup.Options{ClusterCache: cc, Webhooks: !o.noWebhooks, CallTimeout: observeTimeout, AtStep: o.atStep,
+			SnapshotScratchDir: os.TempDir()})
 	}
 	if err != nil {
 		cancel()

@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 	if _, err := setup.Setup(ctx, mgr, setup.Options{
 		ClusterCache: cc, Concurrency: o.Concurrency, Webhooks: o.Webhooks, WatchFilter: o.WatchFilter, Namespace: o.Namespace,
 		CallTimeout: o.EtcdCallTimeout, DialTimeout: o.EtcdDialTimeout, ObservationInterval: o.ObservationInterval,
-		AllowedNetworks: allowed,
+		AllowedNetworks: allowed, SnapshotScratchDir: o.SnapshotScratchDir,
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the etcd-adapter controllers: %w", err)
 	}

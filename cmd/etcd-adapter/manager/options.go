@@ -106,6 +106,9 @@ type Options struct {
 	// ObservationInterval is how often etcd is observed when nothing else happens, for every
 	// ControlPlaneEtcd without spec.observationInterval (the spec wins).
 	ObservationInterval time.Duration
+	// SnapshotScratchDir is where a snapshot's database is written for its consistency and
+	// revision checks before a member removal (spec.snapshot).
+	SnapshotScratchDir string
 	// EtcdAllowedNetworks are the CIDRs the external etcd backend may dial; empty allows every
 	// address. See AllowedNetworks.
 	EtcdAllowedNetworks []string
@@ -195,6 +198,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Bound on opening one port-forward and TLS handshake to a kubeadm etcd member (through the workload apiserver). Must be shorter than --etcd-call-timeout.")
 	fs.StringSliceVar(&o.EtcdAllowedNetworks, "etcd-allowed-networks", o.EtcdAllowedNetworks,
 		"Comma-separated CIDRs (e.g. 10.0.0.0/8,fd00::/8) the external etcd backend may dial; an endpoint whose host resolves outside them is not dialled. Empty: every address.")
+	fs.StringVar(&o.SnapshotScratchDir, "snapshot-scratch-dir", o.SnapshotScratchDir,
+		"Directory with room for the largest etcd database, where a snapshot taken before a member removal (spec.snapshot) is checked for bbolt consistency and its revision; empty: only etcd's sha256 trailer and the stored size are checked.")
 	fs.DurationVar(&o.ObservationInterval, "observation-interval", o.ObservationInterval,
 		"How often each Cluster's etcd is observed when no event arrives, for ControlPlaneEtcds without spec.observationInterval (which wins).")
 }

@@ -71,6 +71,13 @@ type Reconciler struct {
 	// ControlPlaneEtcd without spec.observationInterval (which wins); zero means
 	// v1alpha1.DefaultObservationInterval.
 	ObservationInterval time.Duration
+	// SnapshotScratchDir is where a snapshot's database is written while it is uploaded, for
+	// the consistency and revision checks (spec.snapshot); empty: only the sha256 trailer and
+	// the stored size are checked.
+	SnapshotScratchDir string
+	// SnapshotTimeout bounds one snapshot's stream, verification and upload; zero means
+	// DefaultSnapshotTimeout.
+	SnapshotTimeout time.Duration
 	// Now returns the current time; nil means time.Now. Only used for testing.
 	Now func() time.Time
 	// AtStep, when set, is called at each step boundary of the removal flow (the Step*

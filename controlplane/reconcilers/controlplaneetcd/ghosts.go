@@ -58,6 +58,10 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 	if !verdict.Allowed {
 		return ctrl.Result{}, nil
 	}
+	if _, o, goesOn := r.snapshotBefore(ctx, s, nil, ghost.NodeName); !goesOn {
+		s.apply(o)
+		return s.requeue(), nil
+	}
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
 	removal, err := s.backend.RemoveMember(callCtx, ghost)

@@ -115,6 +115,17 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	if o, wait := r.besideOtherRemoval(ctx, s, m, target); wait {
 		return o, nil
 	}
+	// Important! The snapshot gate comes after the quorum projection: a snapshot never makes an
+	// unsafe removal allowed. A removal asked before was preceded by its snapshot already.
+	inFlight := s.removal().inFlightFor(m) != nil && s.removal().isOf(target)
+	var preceding *v1alpha1.SnapshotRecord
+	if !inFlight {
+		snap, o, goesOn := r.snapshotBefore(ctx, s, m, target.NodeName)
+		if !goesOn {
+			return o, nil
+		}
+		preceding = snap
+	}
 	r.atStep(ctx, StepQuorumChecked)
 	moved, err := r.moveLeadershipOff(ctx, s, m, target)
 	switch {
@@ -130,8 +141,9 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	// backend instead of taking the member's absence (or K3s's removed-node-name claim) for proof.
 	// A removal asked before (the member is still visible, and RemoveMember is idempotent) keeps
 	// its record as it is.
-	if record := s.removal(); record.inFlightFor(m) == nil || !record.isOf(target) {
+	if !inFlight {
 		s.openRemoval(m, target, "removal requested")
+		s.cpe.Status.Removal.Snapshot = preceding
 	}
 	if err := r.persistRemoval(ctx, s); err != nil {
 		return failed(), err

@@ -30,6 +30,14 @@ var (
 		where:  "k3s-io/k3s pkg/etcd/etcd.go (member status pass), November 2023 releases",
 		landed: []string{"v1.28.4", "v1.27.8", "v1.26.11", "v1.25.16"},
 	}
+	// changeSnapshotFiles: every etcd snapshot (scheduled, on-demand, local or S3) is listed as
+	// a cluster-scoped ETCDSnapshotFile (k3s.cattle.io/v1) that K3s creates when it saves the
+	// snapshot and marks status.readyToUse once the file is written.
+	changeSnapshotFiles = change{
+		what:   "etcd snapshots are listed as ETCDSnapshotFile objects",
+		where:  "k3s-io/k3s pkg/etcd/snapshot.go and pkg/apis/k3s.cattle.io/v1/types.go, PR 8064, November 2023 releases",
+		landed: []string{"v1.28.4", "v1.27.8", "v1.26.11", "v1.25.16"},
+	}
 	// changeHealthCheck: the same pass checks each member with Status(ClientURLs[0]) and writes
 	// Unhealthy with the error, and NotAMember for an etcd Node that matches no member.
 	changeHealthCheck = change{

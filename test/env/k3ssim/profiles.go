@@ -66,6 +66,9 @@ type Profile struct {
 	// (changeExactMatch); before, by the prefix `<node-name>-` of the member name.
 	ExactMemberMatch bool
 
+	// HasSnapshotFiles: snapshots are listed as ETCDSnapshotFile objects (changeSnapshotFiles).
+	HasSnapshotFiles bool
+
 	// The metadata controller (k3s pkg/etcd/metadata_controller.go).
 
 	// MasterLabel says whether the server also gets node-role.kubernetes.io/master=true.
@@ -123,6 +126,7 @@ func ParseProfile(version string) (Profile, error) {
 		HasEtcdIsVoter:          changeVoterCondition.in(r),
 		HasHealthReasons:        changeHealthCheck.in(r),
 		ExactMemberMatch:        changeExactMatch.in(r),
+		HasSnapshotFiles:        changeSnapshotFiles.in(r),
 		MasterLabel:             minor < masterLabelUntilMinor,
 		ClearsRemoveOnRejection: changeClearOnReject.in(r),
 		MovesLeaderFirst:        changeMoveLeader.in(r),

@@ -204,6 +204,12 @@ func (s *Simulator) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.profile.HasSnapshotFiles {
+		// K3s registers its CRDs when its server starts, before any snapshot exists.
+		if err := s.ensureSnapshotFileCRD(ctx); err != nil {
+			return err
+		}
+	}
 	for _, m := range members {
 		if m.Name == "" {
 			// A learner that never started (e.g. a failed join) belongs to no server.
