@@ -17,22 +17,7 @@ import (
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-// healthyCluster is n voters on Nodes cp-0.., each answering with the same view, cp-0 leading,
-// and a Machine m-cp-i per Node.
-func healthyCluster(n int) (*etcd.Snapshot, []etcd.Machine) {
-	s := &etcd.Snapshot{Backend: "test", ObservedAt: now, LeaderID: 1}
-	var machines []etcd.Machine
-	for i := range n {
-		node := fmt.Sprintf("cp-%d", i)
-		s.Members = append(s.Members, etcd.Member{ID: uint64(i + 1), Name: node, NodeName: node})
-		machines = append(machines, etcd.Machine{Name: "m-" + node, NodeName: node, ProviderID: "test://" + node})
-	}
-	for _, m := range s.Members {
-		s.Evidence = append(s.Evidence, etcd.MemberEvidence{MemberID: m.ID, NodeName: m.NodeName, Contact: etcd.ContactAnswered,
-			ObservedAt: now, ClusterID: 0xc1, Members: s.Members, LeaderID: s.LeaderID})
-	}
-	return s, machines
-}
+func healthyCluster(n int) (*etcd.Snapshot, []etcd.Machine) { return fake.HealthyCluster(n, now) }
 
 // withdrawing is a backend whose removal requests outlive the call, as K3s's do.
 type withdrawing struct {
