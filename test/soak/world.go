@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,7 +89,34 @@ func (w *world) addReplica(ctx context.Context) error {
 	w.mu.Lock()
 	w.replicas = append(w.replicas, r)
 	w.mu.Unlock()
+	go w.restartWhenExited(ctx, r)
 	return nil
+}
+
+// restartWhenExited starts a new replica in place of one that ended on its own, as the kubelet
+// restarts the Deployment's container (restartPolicy Always): controller-runtime ends the
+// manager when it loses its Lease, which the soak's short Lease bounds make likely on a busy
+// machine. A replica the soak killed is already out of the list (killReplica) and is left alone.
+func (w *world) restartWhenExited(ctx context.Context, r *controllerReplica) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-r.proc.Done():
+	}
+	w.mu.Lock()
+	i := slices.Index(w.replicas, r)
+	if i >= 0 {
+		w.replicas = slices.Delete(w.replicas, i, i+1)
+	}
+	w.mu.Unlock()
+	if i < 0 || ctx.Err() != nil {
+		return
+	}
+	fmt.Printf("%s   %s ended on its own (%v; its log says why); starting a new replica, as the kubelet would\n",
+		time.Now().Format("15:04:05.000"), r.name, r.proc.Err())
+	if err := w.addReplica(ctx); err != nil {
+		fmt.Printf("%s   failed to restart %s: %v\n", time.Now().Format("15:04:05.000"), r.name, err)
+	}
 }
 
 // killReplica SIGKILLs the leader (leader true) or a replica that is not the leader, and starts
@@ -118,7 +147,9 @@ func (w *world) stop() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var errs []error
-	for _, r := range w.replicas {
+	replicas := w.replicas
+	w.replicas = nil // ended by the soak, not on their own: restartWhenExited leaves them alone
+	for _, r := range replicas {
 		errs = append(errs, r.kill())
 	}
 	if w.webhooks != nil {

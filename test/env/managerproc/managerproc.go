@@ -112,6 +112,12 @@ func (b Binary) Start(ctx context.Context, o Options) (*Process, error) {
 	return p, nil
 }
 
+// Done is closed when the process has ended, for whatever reason.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is how the process ended (nil for a clean exit); valid once Done is closed.
+func (p *Process) Err() error { return p.err }
+
 // Pid is the process ID, for /proc.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
