@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 )
 
@@ -100,11 +101,7 @@ func SBOM(info *debug.BuildInfo, version, binarySHA256 string, created time.Time
 	doc.Packages = append(doc.Packages, mainPkg)
 	doc.Relationships = append(doc.Relationships, spdxRelationship{"SPDXRef-DOCUMENT", "DESCRIBES", mainPkg.SPDXID})
 	for i, dep := range info.Deps {
-		m := dep
-		if dep.Replace != nil {
-			m = dep.Replace
-		}
-		p := modulePackage(fmt.Sprintf("SPDXRef-Package-%d", i+1), dep.Path, m.Version)
+		p := modulePackage(fmt.Sprintf("SPDXRef-Package-%d", i+1), dep.Path, depVersion(dep, mainVersion))
 		doc.Packages = append(doc.Packages, p)
 		doc.Relationships = append(doc.Relationships, spdxRelationship{mainPkg.SPDXID, "DEPENDS_ON", p.SPDXID})
 	}
@@ -113,6 +110,20 @@ func SBOM(info *debug.BuildInfo, version, binarySHA256 string, created time.Time
 		return nil, fmt.Errorf("failed to encode the SBOM: %w", err)
 	}
 	return append(out, '\n'), nil
+}
+
+// depVersion is the version the SBOM gives a dependency: its replacement's, if replaced; and the
+// main module's for a module of this repository built from its directory (pkg/etcd, pkg/k3s are
+// replaced by ./pkg/etcd, ./pkg/k3s: their build information says "(devel)"), since they are
+// built from the same revision.
+func depVersion(dep *debug.Module, mainVersion string) string {
+	if dep.Replace == nil {
+		return dep.Version
+	}
+	if strings.HasPrefix(dep.Replace.Path, "./") || strings.HasPrefix(dep.Replace.Path, "../") {
+		return mainVersion
+	}
+	return dep.Replace.Version
 }
 
 // modulePackage is the SPDX package of one Go module, with its purl. The go.sum hash (h1:) is no
