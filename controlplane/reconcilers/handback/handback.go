@@ -160,10 +160,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		eventType = corev1.EventTypeWarning
 		msg = fmt.Sprintf("Released the etcd-adapter pre-terminate hook without removing the etcd member of Node %q: %s", m.Status.NodeRef.Name, why)
 	}
-	if optedOut(cluster) {
+	if live := r.liveCluster(ctx, cluster); optedOut(live) {
 		// Note: a person's switch-off of the hook and the guard for the whole Cluster; recorded
 		// on the Cluster too, which carries the annotation.
-		msg = fmt.Sprintf("%s; %s", msg, setby.Annotation(cluster, v1alpha1.OptOutAnnotation))
+		msg = fmt.Sprintf("%s; %s", msg, setby.Annotation(live, v1alpha1.OptOutAnnotation))
 		r.Recorder.Event(m, corev1.EventTypeWarning, v1alpha1.EventHookHandedBackOptedOut, msg)
 		r.Recorder.Event(cluster, corev1.EventTypeWarning, v1alpha1.EventHookHandedBackOptedOut, fmt.Sprintf("Machine %s: %s", m.Name, msg))
 	} else {
@@ -171,6 +171,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	log.Info("Handed the Machine back: took the pre-terminate hook off", "why", why)
 	return ctrl.Result{}, nil
+}
+
+// liveCluster re-reads the Cluster uncached for the Event's reason: the cache can still miss an
+// opt-out annotation set right before the ControlPlaneEtcd was deleted (the Machine event that
+// started this pass comes from that deletion), and a person's switch-off must not be recorded as
+// a plain hand-back. It falls back to the cached Cluster when the read fails.
+func (r *Reconciler) liveCluster(ctx context.Context, cached *clusterv1.Cluster) *clusterv1.Cluster {
+	live := &clusterv1.Cluster{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), live); err != nil {
+		return cached
+	}
+	return live
 }
 
 // optedOut reports whether the Cluster is unmanaged because a person opted it out: its
