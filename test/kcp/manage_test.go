@@ -35,15 +35,7 @@ func TestKCPManageMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()
-	e, err := kcpenv.Start(ctx, kcpenv.Options{EtcdAdapter: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(e.Stop()).To(Succeed()) })
-
-	_, err = e.CreateControlPlane(ctx, 3)
-	g.Expect(err).NotTo(HaveOccurred())
-	waitAvailable(ctx, g, e, 3)
-	o := &observer{e: e}
-	manageControlPlaneEtcd(ctx, g, o)
+	e, o := startManagedControlPlane(ctx, t, g)
 	fmt.Printf("[manage] 3 replicas Available and every Machine holds both hooks after %v\n", time.Since(suiteStart).Round(time.Millisecond))
 
 	members := startMembershipLog(ctx, g, e)
@@ -71,6 +63,20 @@ func TestKCPManageMode(t *testing.T) {
 // manageControlPlaneEtcd waits for the ControlPlaneEtcd etcd-adapter's creation controller
 // makes (Observe, beside KCP), switches it to Manage as a person would, and waits until every
 // KCP Machine carries etcd-adapter's hook next to kcp-cleanup.
+// startManagedControlPlane starts KCP beside etcd-adapter, creates a 3-replica control plane,
+// waits until it is Available and switches its ControlPlaneEtcd to Manage.
+func startManagedControlPlane(ctx context.Context, t *testing.T, g Gomega) (*kcpenv.Env, *observer) {
+	e, err := kcpenv.Start(ctx, kcpenv.Options{EtcdAdapter: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(e.Stop()).To(Succeed()) })
+	_, err = e.CreateControlPlane(ctx, 3)
+	g.Expect(err).NotTo(HaveOccurred())
+	waitAvailable(ctx, g, e, 3)
+	o := &observer{e: e}
+	manageControlPlaneEtcd(ctx, g, o)
+	return e, o
+}
+
 func manageControlPlaneEtcd(ctx context.Context, g Gomega, o *observer) {
 	var cpe *v1alpha1.ControlPlaneEtcd
 	g.Eventually(func(g Gomega) {

@@ -63,15 +63,7 @@ func TestKCPMemberConditionRemediation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	suiteStart := time.Now()
-	e, err := kcpenv.Start(ctx, kcpenv.Options{EtcdAdapter: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(e.Stop()).To(Succeed()) })
-
-	_, err = e.CreateControlPlane(ctx, 3)
-	g.Expect(err).NotTo(HaveOccurred())
-	waitAvailable(ctx, g, e, 3)
-	o := &observer{e: e}
-	manageControlPlaneEtcd(ctx, g, o)
+	e, o := startManagedControlPlane(ctx, t, g)
 	setKCPMemberTimeouts(ctx, g, o)
 	expectMemberConditions(ctx, g, o, metav1.ConditionTrue)
 	fmt.Printf("[member condition] 3 replicas Available, both hooks and EtcdAdapterMemberHealthy True on every Machine after %v\n", time.Since(suiteStart).Round(time.Millisecond))
