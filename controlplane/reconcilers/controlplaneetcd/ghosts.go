@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/controlplane/backends"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
@@ -62,6 +63,11 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 		s.apply(o)
 		return s.requeue(), nil
 	}
+	if stale, err := r.machinesChangedSince(ctx, s); err != nil || stale {
+		log.V(2).Info("Control-plane Machines changed since this pass read them; the ghost removal waits for the next pass", "error", err)
+		s.wantRequeue(time.Second)
+		return s.requeue(), err
+	}
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
 	removal, err := s.backend.RemoveMember(callCtx, ghost)
@@ -74,6 +80,37 @@ func (r *Reconciler) reconcileGhosts(ctx context.Context, s *scope) (ctrl.Result
 	}
 	s.wantRequeue(removalPollInterval)
 	return s.requeue(), nil
+}
+
+// machinesChangedSince reads the control-plane Machines uncached, right before a ghost removal,
+// and reports whether they differ from the ones this pass decided on: a Machine the cache did not
+// have yet, or one whose Node registered or that started deleting since. A Machine created just
+// before its learner was added would otherwise be missing from a lagging cache, and its learner
+// removed as nobody's.
+func (r *Reconciler) machinesChangedSince(ctx context.Context, s *scope) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	live, err := backends.ListControlPlaneAndEtcdMachines(ctx, r.APIReader, s.cluster.Namespace, s.cluster.Name)
+	if err != nil {
+		return false, fmt.Errorf("failed to read the control-plane Machines before a ghost removal: %w", err)
+	}
+	decided := make(map[string]*clusterv1.Machine, len(s.machines))
+	for _, m := range s.machines {
+		decided[m.Name] = m
+	}
+	n := 0
+	for _, m := range live {
+		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp {
+			continue
+		}
+		n++
+		was, ok := decided[m.Name]
+		if !ok || was.UID != m.UID || was.Status.NodeRef.Name != m.Status.NodeRef.Name || was.DeletionTimestamp.IsZero() != m.DeletionTimestamp.IsZero() {
+			return true, nil
+		}
+	}
+	return n != len(s.machines), nil
 }
 
 // joinWait is a member that has not started and may still be joining, and when the ghost

@@ -1,12 +1,17 @@
 package controlplaneetcd
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
@@ -106,4 +111,64 @@ func Test_scope_reportJoinWait(t *testing.T) {
 		s.reportJoinWait(s.scanGhosts().waits)
 		g.Expect(s.progressing).To(BeIdenticalTo(blocked))
 	})
+}
+
+// machinesNotYetCached is the manager's cached client for a moment after Machines were created:
+// the watch events of those in hidden have not reached the cache yet.
+type machinesNotYetCached struct {
+	client.Client
+	hidden []string
+}
+
+func (c machinesNotYetCached) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if ml, ok := list.(*clusterv1.MachineList); ok {
+		ml.Items = slices.DeleteFunc(ml.Items, func(m clusterv1.Machine) bool { return slices.Contains(c.hidden, m.Name) })
+	}
+	return nil
+}
+
+// TestReconciler_ghostRemovalRereadsMachines plays a scale-up as KCP does it (the Machine is
+// created, then its join adds a learner that has no name and whose peer URL is on no Node yet)
+// against a cache that has not seen the new Machine: the learner looks like nobody's, and the
+// uncached read right before the removal keeps it. Once the Machine is deleted, the learner is
+// a ghost and is removed.
+func TestReconciler_ghostRemovalRereadsMachines(t *testing.T) {
+	g := NewWithT(t)
+	e := newReconcileEnv(t, g, "ghost-lag", false)
+	cpe := e.createCPE(g, "ghost-lag", v1alpha1.ModeManage)
+	e.createMachine(g, "cp-0", false)
+	joining := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "m-cp-1",
+			Labels: map[string]string{clusterv1.ClusterNameLabel: e.cluster.Name, clusterv1.MachineControlPlaneLabel: ""}},
+		Spec: clusterv1.MachineSpec{ClusterName: e.cluster.Name, Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("m-cp-1")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: "m-cp-1"}},
+	}
+	g.Expect(e.mgmt.direct.Create(context.Background(), joining)).To(Succeed())
+	e.cached(g, joining)
+	snap := healthySnapshot(1)
+	learner := etcd.Member{ID: 0x99, PeerURLs: []string{"https://127.0.0.51:2380"}, IsLearner: true}
+	snap.Members = append(snap.Members, learner)
+	for i := range snap.Evidence {
+		snap.Evidence[i].Members = snap.Members
+	}
+	e.backends.cluster.ObserveResponse = snap
+	e.r.Client = machinesNotYetCached{Client: e.mgmt.cached, hidden: []string{joining.Name}}
+	e.firstPass(g, cpe)
+
+	for range 3 {
+		e.reconcile(g, cpe)
+		e.woken(g, cpe)
+	}
+	g.Expect(e.backends.cluster.RemovedMembers).To(BeEmpty(), "the learner of a Machine the cache has not seen yet is not removed")
+
+	e.r.Client = e.mgmt.cached
+	g.Expect(e.mgmt.direct.Delete(context.Background(), joining)).To(Succeed())
+	g.Eventually(func() error {
+		return e.mgmt.cached.Get(context.Background(), client.ObjectKeyFromObject(joining), &clusterv1.Machine{})
+	}, time.Minute, 50*time.Millisecond).Should(Satisfy(apierrors.IsNotFound))
+	e.reconcile(g, cpe)
+	g.Expect(e.backends.cluster.RemovedMembers).To(ConsistOf(HaveField("ID", learner.ID)), "with the Machine gone, the learner is nobody's")
 }
