@@ -1,6 +1,6 @@
-// Package docs_test runs the shell blocks the documentation gives for uninstalling etcd-adapter,
-// taking a hook off, releasing a stuck hook, retrying a removal and skipping the quorum guard, as
-// the pages give them: extracted from docs/*.md, run with bash and kubectl v1.36.3 against a real
+// Package docs_test runs the shell blocks the documentation gives for upgrading and uninstalling
+// etcd-adapter, letting Prometheus scrape it, taking a hook off, releasing a stuck hook, retrying
+// a removal and skipping the quorum guard, as the pages give them: extracted from docs/*.md, run with bash and kubectl v1.36.3 against a real
 // kube-apiserver with Cluster API's and etcd-adapter's CRDs, and judged by what they did to the
 // objects. What etcd-adapter's manager then does with an annotation is tested where the manager
 // runs (test/e2e); here no manager runs, so each step's own effect is what is checked.
@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -53,6 +54,37 @@ func TestDocCommands(t *testing.T) {
 
 	t.Run("uninstall", func(t *testing.T) { testUninstall(t, server.Client, sh) })
 	t.Run("annotations", func(t *testing.T) { testAnnotations(t, server.Client, sh) })
+	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, sh) })
+	t.Run("metrics reader", func(t *testing.T) { testMetricsReader(t, server.Client, sh) })
+}
+
+// testUpgrade runs docs/operations.md's upgrade block with a stand-in for clusterctl that records
+// its arguments (test/clusterctl runs the upgrade itself with clusterctl's library): it must pass
+// the quick start's --config, which holds the settings of `init`.
+func testUpgrade(t *testing.T, sh *shell) {
+	g := NewWithT(t)
+	repo := t.TempDir()
+	block := shellBlock(g, "operations.md", "clusterctl upgrade apply")
+	g.Expect(clusterctlArgs(g, sh, repo, block)).To(HaveExactElements(
+		"upgrade", "apply", "--config", filepath.Join(repo, "clusterctl.yaml"),
+		"--addon", MatchRegexp(`^etcd-adapter-system/etcd-adapter:v\d+\.\d+\.\d+$`)))
+}
+
+// testMetricsReader runs docs/operations.md's block that lets a Prometheus scrape the manager,
+// with its placeholders filled in: the ServiceAccount gets the metrics reader ClusterRole.
+func testMetricsReader(t *testing.T, c client.Client, sh *shell) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	block := shellBlock(g, "operations.md", "create clusterrolebinding")
+	sh.run(g, "", fill(block, map[string]string{
+		"<prometheus-namespace>": "monitoring", "<prometheus-serviceaccount>": "prometheus",
+	}))
+	binding := &rbacv1.ClusterRoleBinding{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "etcd-adapter-metrics-reader"}, binding)).To(Succeed())
+	g.Expect(binding.RoleRef.Kind).To(Equal("ClusterRole"))
+	g.Expect(binding.RoleRef.Name).To(Equal("etcd-adapter-metrics-reader"))
+	g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Namespace: "monitoring", Name: "prometheus"}))
 }
 
 // testUninstall runs docs/operations.md's uninstall block step by step. The ControlPlaneEtcds are
@@ -116,12 +148,7 @@ func testUninstall(t *testing.T, c client.Client, sh *shell) {
 	// Step 5 is clusterctl's: a stand-in records its arguments (test/clusterctl runs the delete
 	// itself with clusterctl's library). $REPO is the quick start's.
 	repo := t.TempDir()
-	args := filepath.Join(repo, "clusterctl-args")
-	prelude := "REPO=" + repo + "\nclusterctl() { printf '%s\\n' \"$@\" > " + args + "; }"
-	sh.run(g, prelude, step["5"])
-	recorded, err := os.ReadFile(args)
-	g.Expect(err).NotTo(HaveOccurred(), "step 5 runs clusterctl")
-	g.Expect(strings.Fields(string(recorded))).To(HaveExactElements(
+	g.Expect(clusterctlArgs(g, sh, repo, step["5"])).To(HaveExactElements(
 		"delete", "--config", filepath.Join(repo, "clusterctl.yaml"), "--addon", "etcd-adapter", "--include-crd"),
 		"step 5 passes the quick start's --config")
 }
@@ -172,6 +199,16 @@ func testAnnotations(t *testing.T, c client.Client, sh *shell) {
 			g.Expect(m.Annotations).To(Equal(tc.after))
 		})
 	}
+}
+
+// clusterctlArgs runs script with $REPO (the quick start's release directory) set to repo and a
+// stand-in for clusterctl that records its arguments, and returns them.
+func clusterctlArgs(g Gomega, sh *shell, repo, script string) []string {
+	args := filepath.Join(repo, "clusterctl-args")
+	sh.run(g, "REPO="+repo+"\nclusterctl() { printf '%s\\n' \"$@\" > "+args+"; }", script)
+	recorded, err := os.ReadFile(args)
+	g.Expect(err).NotTo(HaveOccurred(), "the block runs clusterctl")
+	return strings.Fields(string(recorded))
 }
 
 // commands returns the lines of a block that are neither comments nor blank.
