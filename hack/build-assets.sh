@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds the envtest binaries (kube-apiserver, etcd) from the Go module proxy into one directory
-# keyed by version, so KUBEBUILDER_ASSETS can point at it, and the parent-death wrappers through
-# which test/env starts them (parent-death/kube-apiserver, parent-death/etcd; see
-# hack/tools/parent-death). Only what is missing is built: an existing kube-apiserver and etcd are
-# reused as they are; the wrappers (seconds) are rebuilt when their source is newer. Nothing is
-# downloaded from anywhere but the Go module proxy.
+# Builds the envtest binaries (kube-apiserver, etcd, and kubectl, with which test/docs runs the
+# docs' command blocks) from the Go module proxy into one directory keyed by version, so
+# KUBEBUILDER_ASSETS can point at it, and the parent-death wrappers through which test/env starts
+# them (parent-death/kube-apiserver, parent-death/etcd; see hack/tools/parent-death). Only what is
+# missing is built: existing binaries are reused as they are; the wrappers (seconds) are rebuilt
+# when their source is newer. Nothing is downloaded from anywhere but the Go module proxy.
 #
 # Usage: hack/build-assets.sh <assets-cache-dir>
 # Prints the resulting directory on stdout.
@@ -49,7 +49,7 @@ build_wrappers() {
 	rm -rf "${tmp}"
 }
 
-if [[ -x "${dest}/kube-apiserver" && -x "${dest}/etcd" ]]; then
+if [[ -x "${dest}/kube-apiserver" && -x "${dest}/etcd" && -x "${dest}/kubectl" ]]; then
 	wrappers_current || build_wrappers
 	echo "${dest}"
 	exit 0
@@ -73,15 +73,23 @@ for pkg in ${kver} ${cver}; do
 	k8s_ldflags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${now}"
 done
 
-echo "building kube-apiserver ${K8S_VERSION} into ${dest}" >&2
-(cd "${root}/hack/tools/kube-apiserver" &&
-	go build -trimpath -ldflags "${k8s_ldflags}" -o "${tmp}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+# kube-apiserver and kubectl come from the same k8s.io/kubernetes module (hack/tools/kube-apiserver).
+for cmd in kube-apiserver kubectl; do
+	[[ -x "${dest}/${cmd}" ]] && continue
+	echo "building ${cmd} ${K8S_VERSION} into ${dest}" >&2
+	(cd "${root}/hack/tools/kube-apiserver" &&
+		go build -trimpath -ldflags "${k8s_ldflags}" -o "${tmp}/${cmd}" "k8s.io/kubernetes/cmd/${cmd}")
+done
 
-echo "building etcd ${ETCD_VERSION} into ${dest}" >&2
-(cd "${root}/hack/tools/etcd" &&
-	go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" .)
+if [[ ! -x "${dest}/etcd" ]]; then
+	echo "building etcd ${ETCD_VERSION} into ${dest}" >&2
+	(cd "${root}/hack/tools/etcd" &&
+		go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" .)
+fi
 
 mkdir -p "${dest}"
-mv "${tmp}/kube-apiserver" "${tmp}/etcd" "${dest}/"
+for f in "${tmp}"/*; do
+	[[ -e "${f}" ]] && mv "${f}" "${dest}/"
+done
 wrappers_current || build_wrappers
 echo "${dest}"

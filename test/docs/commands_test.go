@@ -1,0 +1,266 @@
+// Package docs_test runs the shell blocks the documentation gives for upgrading and uninstalling
+// etcd-adapter, letting Prometheus scrape it, taking a hook off, releasing a stuck hook, retrying
+// a removal and skipping the quorum guard, as the pages give them: extracted from docs/*.md, run with bash and kubectl v1.36.3 against a real
+// kube-apiserver with Cluster API's and etcd-adapter's CRDs, and judged by what they did to the
+// objects. What etcd-adapter's manager then does with an annotation is tested where the manager
+// runs (test/e2e); here no manager runs, so each step's own effect is what is checked.
+package docs_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
+)
+
+const (
+	// hook is etcd-adapter's pre-terminate hook annotation on a Machine.
+	hook = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/etcd-adapter"
+	// legacyHook is cluster-api-k3s's bare pre-terminate hook annotation.
+	legacyHook = "pre-terminate.delete.hook.machine.cluster.x-k8s.io"
+	// managerNamespace and managerDeployment are the clusterctl components' names.
+	managerNamespace  = "etcd-adapter-system"
+	managerDeployment = "etcd-adapter-controller-manager"
+)
+
+var cpeGVK = schema.GroupVersionKind{Group: "etcdadapter.cluster.x-k8s.io", Version: "v1alpha1", Kind: "ControlPlaneEtcd"}
+
+// TestDocCommands starts one apiserver and runs each page's blocks against objects of their own.
+func TestDocCommands(t *testing.T) {
+	g := NewWithT(t)
+	capiCRDs, err := capi.CoreCRDDir()
+	g.Expect(err).NotTo(HaveOccurred())
+	server, err := env.StartAPIServer(env.APIServerOptions{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases"), capiCRDs},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(server.Stop()).To(Succeed()) })
+	sh := newShell(t, g, server.Config)
+
+	t.Run("uninstall", func(t *testing.T) { testUninstall(t, server.Client, sh) })
+	t.Run("annotations", func(t *testing.T) { testAnnotations(t, server.Client, sh) })
+	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, sh) })
+	t.Run("metrics reader", func(t *testing.T) { testMetricsReader(t, server.Client, sh) })
+}
+
+// testUpgrade runs docs/operations.md's upgrade block with a stand-in for clusterctl that records
+// its arguments (test/clusterctl runs the upgrade itself with clusterctl's library): it must pass
+// the quick start's --config, which holds the settings of `init`.
+func testUpgrade(t *testing.T, sh *shell) {
+	g := NewWithT(t)
+	repo := t.TempDir()
+	block := shellBlock(g, "operations.md", "clusterctl upgrade apply")
+	g.Expect(clusterctlArgs(g, sh, repo, block)).To(HaveExactElements(
+		"upgrade", "apply", "--config", filepath.Join(repo, "clusterctl.yaml"),
+		"--addon", MatchRegexp(`^etcd-adapter-system/etcd-adapter:v\d+\.\d+\.\d+$`)))
+}
+
+// testMetricsReader runs docs/operations.md's block that lets a Prometheus scrape the manager,
+// with its placeholders filled in: the ServiceAccount gets the metrics reader ClusterRole.
+func testMetricsReader(t *testing.T, c client.Client, sh *shell) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	block := shellBlock(g, "operations.md", "create clusterrolebinding")
+	sh.run(g, "", fill(block, map[string]string{
+		"<prometheus-namespace>": "monitoring", "<prometheus-serviceaccount>": "prometheus",
+	}))
+	binding := &rbacv1.ClusterRoleBinding{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "etcd-adapter-metrics-reader"}, binding)).To(Succeed())
+	g.Expect(binding.RoleRef.Kind).To(Equal("ClusterRole"))
+	g.Expect(binding.RoleRef.Name).To(Equal("etcd-adapter-metrics-reader"))
+	g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Namespace: "monitoring", Name: "prometheus"}))
+}
+
+// testUninstall runs docs/operations.md's uninstall block step by step. The ControlPlaneEtcds are
+// in two namespaces, neither the kubeconfig's, so a step that loses the namespace fails.
+func testUninstall(t *testing.T, c client.Client, sh *shell) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	block := shellBlock(g, "operations.md", "clusterctl delete")
+	step := steps(g, block)
+	g.Expect(step).To(HaveLen(6), "the uninstall block has steps 0 to 5:\n%s", block)
+
+	for _, ns := range []string{"team-a", "team-b", managerNamespace} {
+		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	}
+	for _, cpe := range []struct{ ns, name, mode string }{
+		{"team-a", "alpha", "Manage"}, {"team-b", "beta", "Manage"}, {"team-b", "gamma", "Observe"},
+	} {
+		g.Expect(c.Create(ctx, controlPlaneEtcd(cpe.ns, cpe.name, cpe.mode))).To(Succeed())
+	}
+	hooked := []client.ObjectKey{{Namespace: "team-a", Name: "alpha-cp-0"}, {Namespace: "team-b", Name: "beta-cp-0"}}
+	for _, key := range hooked {
+		g.Expect(c.Create(ctx, machine(key.Namespace, key.Name, map[string]string{hook: ""}))).To(Succeed())
+	}
+	g.Expect(c.Create(ctx, machine("team-b", "beta-cp-1", nil))).To(Succeed())
+	g.Expect(c.Create(ctx, deployment())).To(Succeed())
+
+	// Step 0 is advice for the reader, with nothing to run.
+	g.Expect(commands(step["0"])).To(BeEmpty(), "step 0 runs nothing:\n%s", step["0"])
+
+	sh.run(g, "", step["1"])
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(cpeGVK)
+	g.Expect(c.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(3))
+	for _, cpe := range list.Items {
+		mode, _, _ := unstructured.NestedString(cpe.Object, "spec", "mode")
+		g.Expect(mode).To(Equal("Observe"), "step 1 put %s/%s in Observe", cpe.GetNamespace(), cpe.GetName())
+	}
+
+	// Step 2 lists the Machines that still carry the hook; the manager takes the hooks off in
+	// Observe, which this test does in its place, and then step 2 prints nothing.
+	g.Expect(strings.Fields(sh.run(g, "", step["2"]))).To(ConsistOf("team-a/alpha-cp-0", "team-b/beta-cp-0"))
+	for _, key := range hooked {
+		m := &clusterv1.Machine{}
+		g.Expect(c.Get(ctx, key, m)).To(Succeed())
+		delete(m.Annotations, hook)
+		g.Expect(c.Update(ctx, m)).To(Succeed())
+	}
+	g.Expect(sh.run(g, "", step["2"])).To(BeEmpty(), "step 2 prints nothing once no Machine carries the hook")
+
+	sh.run(g, "", step["3"])
+	d := &appsv1.Deployment{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: managerDeployment}, d)).To(Succeed())
+	g.Expect(*d.Spec.Replicas).To(BeZero(), "step 3 stops the manager")
+
+	sh.run(g, "", step["4"])
+	g.Expect(c.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty(), "step 4 deletes every ControlPlaneEtcd")
+
+	// Step 5 is clusterctl's: a stand-in records its arguments (test/clusterctl runs the delete
+	// itself with clusterctl's library). $REPO is the quick start's.
+	repo := t.TempDir()
+	g.Expect(clusterctlArgs(g, sh, repo, step["5"])).To(HaveExactElements(
+		"delete", "--config", filepath.Join(repo, "clusterctl.yaml"), "--addon", "etcd-adapter", "--include-crd"),
+		"step 5 passes the quick start's --config")
+}
+
+// testAnnotations runs each block that annotates one Machine, with the page's <ns> and <machine>
+// filled in, and checks the Machine's annotations after it.
+func testAnnotations(t *testing.T, c client.Client, sh *shell) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "team-c"
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+
+	for _, tc := range []struct {
+		name, page, contains, machine string
+		before                        map[string]string
+		after                         map[string]string
+	}{{
+		name: "release the hook (runbooks)", page: "runbooks.md", contains: "release-hook=true", machine: "released",
+		before: map[string]string{hook: ""},
+		after:  map[string]string{hook: "", "etcd-adapter.cluster.x-k8s.io/release-hook": "true"},
+	}, {
+		name: "retry the removal (runbooks)", page: "runbooks.md", contains: "retry-removal=true", machine: "retried",
+		before: map[string]string{hook: ""},
+		after:  map[string]string{hook: "", "etcd-adapter.cluster.x-k8s.io/retry-removal": "true"},
+	}, {
+		name: "skip the quorum guard (operations)", page: "operations.md", contains: "skip-quorum-guard=true", machine: "unguarded",
+		before: map[string]string{hook: ""},
+		after:  map[string]string{hook: "", "etcd-adapter.cluster.x-k8s.io/skip-quorum-guard": "true"},
+	}, {
+		name: "take the hook off after uninstalling (operations)", page: "operations.md", contains: hook + "-", machine: "unhooked",
+		before: map[string]string{hook: "", "other": "kept"},
+		after:  map[string]string{"other": "kept"},
+	}, {
+		name: "take cluster-api-k3s's legacy hook off (upgrade guide)", page: "upgrade-from-cluster-api-k3s.md", contains: legacyHook + "-", machine: "legacy",
+		before: map[string]string{legacyHook: "k3s", hook: ""},
+		after:  map[string]string{hook: ""},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(c.Create(ctx, machine(ns, tc.machine, tc.before))).To(Succeed())
+
+			block := shellBlock(g, tc.page, tc.contains)
+			sh.run(g, "", fill(block, map[string]string{"<ns>": ns, "<machine>": tc.machine}))
+
+			m := &clusterv1.Machine{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.machine}, m)).To(Succeed())
+			g.Expect(m.Annotations).To(Equal(tc.after))
+		})
+	}
+}
+
+// clusterctlArgs runs script with $REPO (the quick start's release directory) set to repo and a
+// stand-in for clusterctl that records its arguments, and returns them.
+func clusterctlArgs(g Gomega, sh *shell, repo, script string) []string {
+	args := filepath.Join(repo, "clusterctl-args")
+	sh.run(g, "REPO="+repo+"\nclusterctl() { printf '%s\\n' \"$@\" > "+args+"; }", script)
+	recorded, err := os.ReadFile(args)
+	g.Expect(err).NotTo(HaveOccurred(), "the block runs clusterctl")
+	return strings.Fields(string(recorded))
+}
+
+// commands returns the lines of a block that are neither comments nor blank.
+func commands(block string) []string {
+	var out []string
+	for _, line := range strings.Split(block, "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func controlPlaneEtcd(ns, name, mode string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec":     map[string]any{"clusterName": name, "backend": "kubeadm", "mode": mode},
+	}}
+	u.SetGroupVersionKind(cpeGVK)
+	return u
+}
+
+// machine is a control-plane Machine with the given annotations; no controller runs, so only
+// the fields the CRD requires are set.
+func machine(ns, name string, annotations map[string]string) *clusterv1.Machine {
+	return &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name, Annotations: annotations,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "c", clusterv1.MachineControlPlaneLabel: ""},
+		},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "c",
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: new(name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TestMachine", Name: name,
+			},
+		},
+	}
+}
+
+// deployment stands in for the manager's Deployment: step 3 scales it.
+func deployment() *appsv1.Deployment {
+	labels := map[string]string{"control-plane": managerDeployment}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: managerDeployment},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "registry.example.com/etcd-adapter:v0.1.0"}}},
+			},
+		},
+	}
+}
