@@ -109,7 +109,7 @@ func New(cfg Config) (*Backend, error) {
 	for _, ep := range cfg.Endpoints {
 		b.configured = append(b.configured, normalise(ep))
 	}
-	b.Ask, b.Refuse, b.CallTimeout, b.Logger = b.observe, refuseStrangers, cfg.CallTimeout, b.logger
+	b.Observer, b.Refuse, b.CallTimeout, b.Logger = b.observe, refuseStrangers, cfg.CallTimeout, b.logger
 	return b, nil
 }
 

@@ -62,7 +62,7 @@ func TestNoAnswerError(t *testing.T) {
 
 // Test_divergences runs the membership core's shared cases (the rules this backend and
 // pkg/kubeadm once decided differently) through this backend's own observation: each member
-// answers at its own client URL, and the view and the snapshot are assembled from the answers.
+// answers at its own client URL, and the decision and the snapshot are assembled from the answers.
 func Test_divergences(t *testing.T) {
 	endpoint := func(id uint64) string { return fmt.Sprintf("https://10.0.0.%d:2379", id) }
 	member := func(id uint64) etcd.Member {

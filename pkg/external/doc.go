@@ -18,7 +18,7 @@
 // External members host no Node of the workload cluster: Member.NodeName is the member name,
 // which is the host name for etcdadm and kubeadm-deployed members.
 //
-// Observing the members and changing the cluster (the view, the removal and its confirmation,
+// Observing the members and changing the cluster (the decision, the removal and its confirmation,
 // moving leadership) are pkg/internal/membership's, shared with pkg/kubeadm; this package dials
 // each member and places the members by their client URLs.
 package external

@@ -12,9 +12,9 @@ import (
 )
 
 // observe asks every configured endpoint, and the client URLs the members report that may be
-// dialled (endpoints), in parallel, for its status, member list and alarms (membership.Cluster.Ask): for Observe, and right before
-// MoveLeader and RemoveMember; the observation reaches members with the credentials it was made
-// with. An endpoint answering for another cluster is evidence of its own, never merged. It
+// dialled (endpoints), in parallel, for its status, member list and alarms
+// (membership.Cluster.Observer): for Observe, and right before MoveLeader and RemoveMember;
+// the observation reaches members with the credentials it was made with. An endpoint answering for another cluster is evidence of its own, never merged. It
 // fails when no member of the cluster answered: etcd.ErrInvalidInput when every member refused
 // the credentials (a wrong CA or a client certificate of another CA), the Secrets are unusable
 // or the endpoints answer for two clusters in equal numbers, etcd.ErrUnreachable otherwise.
@@ -28,7 +28,7 @@ func (b *Backend) observe(ctx context.Context) (*membership.Observation, error) 
 	if len(endpoints) > maxEndpoints {
 		return nil, fmt.Errorf("%w: the etcd members report %d client URLs (at most %d are asked)", etcd.ErrTooLarge, len(endpoints), maxEndpoints)
 	}
-	answers := membership.AskAll(ctx, endpoints, 0, func(ctx context.Context, ep string) membership.Answer { return b.ask(ctx, ep, creds) })
+	answers := membership.AskAll(ctx, endpoints, 0, func(ctx context.Context, ep string) membership.Answer { return b.askEndpoint(ctx, ep, creds) })
 	o, err := assemble(&b.Memory, answers, b.dialable, time.Now())
 	if err != nil {
 		return nil, err
@@ -41,12 +41,12 @@ func (b *Backend) observe(ctx context.Context) (*membership.Observation, error) 
 		}
 	}
 	b.mu.Unlock()
-	b.retain(b.endpoints(o.View.Members))
-	b.logger(ctx).V(4).Info("Observed external etcd", "members", len(o.View.Members), "endpoints", len(endpoints))
+	b.retain(b.endpoints(o.Decision.Members))
+	b.logger(ctx).V(4).Info("Observed external etcd", "members", len(o.Decision.Members), "endpoints", len(endpoints))
 	return o, nil
 }
 
-// assemble decides the view of the cluster from the answers (membership.Memory.Decide), says why
+// assemble decides the cluster from the answers (membership.Memory.Decide), says why
 // there is none, and builds the snapshot.
 func assemble(mem *membership.Memory, answers []membership.Answer, dialable func(string) bool, now time.Time) (*membership.Observation, error) {
 	v, err := mem.Decide(answers)
@@ -56,7 +56,7 @@ func assemble(mem *membership.Memory, answers []membership.Answer, dialable func
 	case err != nil:
 		return nil, err
 	}
-	o := &membership.Observation{View: v, Answers: answers}
+	o := &membership.Observation{Decision: v, Answers: answers}
 	o.Snap = snapshot(o, dialable, now)
 	return o, nil
 }
@@ -81,15 +81,15 @@ func (b *Backend) endpoints(members []etcd.Member) []string {
 	return slices.Compact(out)
 }
 
-// ask asks the member at one endpoint (membership.Ask), as a member that may have been removed
-// when mayBeRemoved says so: external endpoint lists keep naming a removed member until someone
-// edits them.
-func (b *Backend) ask(ctx context.Context, ep string, creds *credentials) membership.Answer {
+// askEndpoint asks the member at one endpoint (membership.AskMember), as a member that may
+// have been removed when mayBeRemoved says so: external endpoint lists keep naming a removed
+// member until someone edits them.
+func (b *Backend) askEndpoint(ctx context.Context, ep string, creds *credentials) membership.Answer {
 	cli, err := b.client(ctx, ep, creds)
 	if err != nil {
 		return membership.Answer{Where: ep, At: time.Now(), Err: err}
 	}
-	return membership.Ask(ctx, reach{b: b, creds: creds}, membership.NewClient(cli, cli, ep), ep, membership.Asking{
+	return membership.AskMember(ctx, reach{b: b, creds: creds}, membership.NewClient(cli, cli, ep), ep, membership.Asking{
 		Timeout: b.cfg.CallTimeout, MayBeRemoved: b.mayBeRemoved(ep), Gone: b.Memory.Gone,
 	})
 }

@@ -13,9 +13,9 @@ import (
 // is authoritative is not known.
 func refuseStrangers(o *membership.Observation, m etcd.Member) error {
 	for _, a := range o.Answers {
-		if o.View.Stranger(a) {
+		if o.Decision.Stranger(a) {
 			return fmt.Errorf("%w: not removing etcd member %s: endpoint %s answers for etcd cluster %x, not %x; the endpoints name members of two clusters",
-				etcd.ErrInvalidInput, m, a.Where, a.ClusterID, o.View.ClusterID)
+				etcd.ErrInvalidInput, m, a.Where, a.ClusterID, o.Decision.ClusterID)
 		}
 	}
 	return nil

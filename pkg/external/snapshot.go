@@ -23,14 +23,14 @@ import (
 // An endpoint that answers from another cluster and is no member's client URL gets evidence of
 // its own, under the ID it reports, with no Node: it is reported, never merged.
 func snapshot(o *membership.Observation, dialable func(string) bool, now time.Time) *etcd.Snapshot {
-	members := place(o.View.Members)
-	s := &etcd.Snapshot{Backend: BackendName, ObservedAt: now, Members: members, LeaderID: o.View.LeaderID, Alarms: slices.Clone(o.View.Alarms)}
+	members := withNodeNames(o.Decision.Members)
+	s := &etcd.Snapshot{Backend: BackendName, ObservedAt: now, Members: members, LeaderID: o.Decision.LeaderID, Alarms: slices.Clone(o.Decision.Alarms)}
 	used := map[string]bool{}
 	for _, m := range members {
 		s.Evidence = append(s.Evidence, memberEvidence(o, m, dialable, used, now))
 	}
 	for _, a := range o.Answers {
-		if used[a.Where] || (a.Answered() && a.ClusterID == o.View.ClusterID && slices.ContainsFunc(members, func(m etcd.Member) bool { return m.ID == a.SelfID })) {
+		if used[a.Where] || (a.Answered() && a.ClusterID == o.Decision.ClusterID && slices.ContainsFunc(members, func(m etcd.Member) bool { return m.ID == a.SelfID })) {
 			continue
 		}
 		s.Evidence = append(s.Evidence, endpointEvidence(o, a, now))
@@ -41,12 +41,12 @@ func snapshot(o *membership.Observation, dialable func(string) bool, now time.Ti
 // memberEvidence is the evidence about member m, and marks the endpoints it used.
 func memberEvidence(o *membership.Observation, m etcd.Member, dialable func(string) bool, used map[string]bool, now time.Time) etcd.MemberEvidence {
 	ev := etcd.MemberEvidence{MemberID: m.ID, NodeName: m.NodeName, ObservedAt: now}
-	for _, al := range o.View.Alarms {
+	for _, al := range o.Decision.Alarms {
 		if al.MemberID == m.ID {
 			ev.Alarms = append(ev.Alarms, al.Alarm)
 		}
 	}
-	if a, ok := o.Self(m.ID); ok {
+	if a, ok := o.AnswerOf(m.ID); ok {
 		used[a.Where] = true
 		ev = answered(ev, a)
 		// Only the member's own answer speaks for its database and raft log.
@@ -68,7 +68,7 @@ func memberEvidence(o *membership.Observation, m etcd.Member, dialable func(stri
 			used[a.Where] = true
 			errs = append(errs, a.Err.Error())
 			refusedOnly = refusedOnly && errors.Is(a.Err, etcd.ErrEndpointNotAllowed)
-		case a.ClusterID != o.View.ClusterID:
+		case a.ClusterID != o.Decision.ClusterID:
 			used[a.Where] = true
 			ev, stranger = answered(ev, a), true
 		default:
@@ -108,8 +108,8 @@ func endpointEvidence(o *membership.Observation, a membership.Answer, now time.T
 		return ev
 	}
 	ev = answered(ev, a)
-	if a.ClusterID != o.View.ClusterID {
-		ev.Error = fmt.Sprintf("endpoint %s answers for etcd cluster %x, not for this Cluster's etcd cluster %x", a.Where, a.ClusterID, o.View.ClusterID)
+	if a.ClusterID != o.Decision.ClusterID {
+		ev.Error = fmt.Sprintf("endpoint %s answers for etcd cluster %x, not for this Cluster's etcd cluster %x", a.Where, a.ClusterID, o.Decision.ClusterID)
 	}
 	return ev
 }
@@ -117,13 +117,13 @@ func endpointEvidence(o *membership.Observation, a membership.Answer, now time.T
 // answered fills ev with what a said.
 func answered(ev etcd.MemberEvidence, a membership.Answer) etcd.MemberEvidence {
 	ev.Contact, ev.ObservedAt = etcd.ContactAnswered, a.At
-	ev.ClusterID, ev.Members, ev.LeaderID, ev.Errors = a.ClusterID, place(a.Members), a.LeaderID, a.Errors
+	ev.ClusterID, ev.Members, ev.LeaderID, ev.Errors = a.ClusterID, withNodeNames(a.Members), a.LeaderID, a.Errors
 	return ev
 }
 
-// place sets every member's NodeName to its name: external members host no workload Node, and
+// withNodeNames sets every member's NodeName to its name: external members host no workload Node, and
 // etcdadm and kubeadm name a member after its host.
-func place(members []etcd.Member) []etcd.Member {
+func withNodeNames(members []etcd.Member) []etcd.Member {
 	if members == nil {
 		return nil
 	}

@@ -46,7 +46,9 @@ type SnapshotFile struct {
 func (f SnapshotFile) InS3() bool { return strings.HasPrefix(f.Location, "s3://") }
 
 // ListSnapshotFiles lists the ETCDSnapshotFile objects of a workload cluster through c (a live
-// read: unstructured objects are not cached by controller-runtime's client by default).
+// read: unstructured objects are not cached by controller-runtime's client by default). The
+// list names no namespace: K3s registers the kind cluster-scoped (k3s-io/k3s pkg/crd/crds.go,
+// crd.NonNamespacedType("ETCDSnapshotFile.k3s.cattle.io/v1")).
 func ListSnapshotFiles(ctx context.Context, c client.Reader) ([]SnapshotFile, error) {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(SnapshotFileListGVK)

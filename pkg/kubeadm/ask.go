@@ -19,7 +19,7 @@ func (b *Backend) askAll(ctx context.Context, nodes []string, creds *credentials
 	})
 }
 
-// askMemberOn asks the member on node for its status, member list and alarms (membership.Ask). A kept
+// askMemberOn asks the member on node for its status, member list and alarms (membership.AskMember). A kept
 // connection that turns out broken is replaced once, so a stale port-forward costs one retry,
 // not a verdict.
 func (b *Backend) askMemberOn(ctx context.Context, node string, creds *credentials) membership.Answer {
@@ -28,7 +28,7 @@ func (b *Backend) askMemberOn(ctx context.Context, node string, creds *credentia
 		if err != nil {
 			return membership.Answer{Where: node, At: time.Now(), Err: err}
 		}
-		a := membership.Ask(ctx, reach{b: b, creds: creds}, c, node, membership.Asking{
+		a := membership.AskMember(ctx, reach{b: b, creds: creds}, c, node, membership.Asking{
 			Timeout: b.callTimeoutFor(reused), MayBeRemoved: b.mayBeRemoved(node), Gone: b.Memory.Gone,
 		})
 		if a.Answered() || attempt > 0 || !(reused || closedUnderneath(ctx, a.Err)) {

@@ -63,7 +63,7 @@ func New(cfg Config) (*Backend, error) {
 		pool:   newPool(d, cfg.IdleTimeout, lost, log),
 		lost:   lost,
 	}
-	b.Ask, b.CallTimeout, b.Logger = b.observe, cfg.CallTimeout, b.logger
+	b.Observer, b.CallTimeout, b.Logger = b.observe, cfg.CallTimeout, b.logger
 	return b, nil
 }
 

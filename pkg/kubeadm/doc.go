@@ -14,7 +14,7 @@
 // named after the Node, and its static Pod is kube-system/etcd-<node>. A member whose name is
 // not a Node name is reported, but cannot be asked directly.
 //
-// Observing the members and changing the cluster (the view, the removal and its confirmation,
+// Observing the members and changing the cluster (the decision, the removal and its confirmation,
 // moving leadership) are pkg/internal/membership's, shared with pkg/external; this package
 // reaches each member through the port-forward and places the members on Nodes.
 //

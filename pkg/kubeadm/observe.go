@@ -15,7 +15,7 @@ import (
 )
 
 // observe asks the etcd of every etcd Pod in the workload cluster, in parallel, for its status
-// and member list (membership.Cluster.Ask): for Observe, and right before MoveLeader and
+// and member list (membership.Cluster.Observer): for Observe, and right before MoveLeader and
 // RemoveMember; the observation reaches members with the credentials it was made with. It
 // fails only when no voting member answered: with etcd.ErrUnreachable, or
 // etcd.ErrInvalidInput when the CA Secret is unusable, no member's certificate is trusted, or
@@ -47,12 +47,12 @@ func (b *Backend) observe(ctx context.Context) (*membership.Observation, error) 
 	snap := snapshot(v, facts.assignNodes(v.Members), answers, time.Now())
 	b.remember(snap, answers)
 	log.V(4).Info("Observed etcd", "members", len(snap.Members), "answered", countAnswered(answers), "took", time.Since(start))
-	return &membership.Observation{Snap: snap, View: v, Answers: answers, Transport: reach{b: b, creds: creds}}, nil
+	return &membership.Observation{Snap: snap, Decision: v, Answers: answers, Transport: reach{b: b, creds: creds}}, nil
 }
 
-// decide decides the view of the cluster from the answers (membership.Memory.Decide) and says
+// decide decides the cluster from the answers (membership.Memory.Decide) and says
 // why there is none.
-func decide(mem *membership.Memory, answers []membership.Answer) (membership.View, error) {
+func decide(mem *membership.Memory, answers []membership.Answer) (membership.Decision, error) {
 	v, err := mem.Decide(answers)
 	if errors.Is(err, membership.ErrNoMemberList) {
 		return v, noAnswerError(answers)

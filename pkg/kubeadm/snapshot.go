@@ -10,15 +10,15 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/kubeadm/internal/portforward"
 )
 
-// snapshot builds the Snapshot from the view, its members placed on Nodes, and the answers
+// snapshot builds the Snapshot from the decision, its members placed on Nodes, and the answers
 // (by Node).
 //
 // Evidence is filed under the ID the answering member reports about itself (Status header
 // MemberId), never under a name: with a reused hostname two members carry one name, and only
 // one of them is the member the Node's etcd Pod reaches. The other gets evidence that it does
 // not run there. An answer from another cluster (split brain) is filed under the members the
-// view places on that Node, and says so, so it counts against them.
-func snapshot(v membership.View, members []etcd.Member, answers []membership.Answer, now time.Time) *etcd.Snapshot {
+// decided member list places on that Node, and says so, so it counts against them.
+func snapshot(v membership.Decision, members []etcd.Member, answers []membership.Answer, now time.Time) *etcd.Snapshot {
 	s := &etcd.Snapshot{Backend: BackendName, ObservedAt: now, Members: members, LeaderID: v.LeaderID, Alarms: slices.Clone(v.Alarms)}
 	for _, a := range answers {
 		s.Evidence = append(s.Evidence, evidenceOnNode(v, members, a)...)
@@ -34,14 +34,14 @@ func snapshot(v membership.View, members []etcd.Member, answers []membership.Ans
 	return s
 }
 
-// sameCluster reports whether a answered with the view's cluster ID; a removed member that has
+// sameCluster reports whether a answered with the decision's cluster ID; a removed member that has
 // not applied its removal does too, and is filed under its own ID.
-func sameCluster(v membership.View, a membership.Answer) bool {
+func sameCluster(v membership.Decision, a membership.Answer) bool {
 	return a.Answered() && a.ClusterID != 0 && a.ClusterID == v.ClusterID
 }
 
 // evidenceOnNode is the evidence the answer on one Node gives.
-func evidenceOnNode(v membership.View, members []etcd.Member, a membership.Answer) []etcd.MemberEvidence {
+func evidenceOnNode(v membership.Decision, members []etcd.Member, a membership.Answer) []etcd.MemberEvidence {
 	on := membersOn(members, a.Where)
 	var out []etcd.MemberEvidence
 	switch {
@@ -68,7 +68,7 @@ func evidenceOnNode(v membership.View, members []etcd.Member, a membership.Answe
 }
 
 // evidence records what the member on a.Where said, or why it did not, filed under id.
-func evidence(v membership.View, a membership.Answer, id uint64) etcd.MemberEvidence {
+func evidence(v membership.Decision, a membership.Answer, id uint64) etcd.MemberEvidence {
 	ev := etcd.MemberEvidence{MemberID: id, NodeName: a.Where, ObservedAt: a.At}
 	alarms := a.Alarms
 	if !a.Answered() || sameCluster(v, a) {
@@ -98,8 +98,9 @@ func evidence(v membership.View, a membership.Answer, id uint64) etcd.MemberEvid
 	return ev
 }
 
-// notRunningThere is the evidence about m, which the view places on a.node while the etcd Pod
-// there answers as another member: a reused hostname whose old member was never removed.
+// notRunningThere is the evidence about m, which the decided member list places on a.node
+// while the etcd Pod there answers as another member: a reused hostname whose old member was
+// never removed.
 func notRunningThere(a membership.Answer, m etcd.Member) etcd.MemberEvidence {
 	return etcd.MemberEvidence{
 		MemberID: m.ID, NodeName: a.Where, ObservedAt: a.At, Contact: etcd.ContactUnreachable,

@@ -62,7 +62,12 @@ func startK3sCluster(ctx context.Context, opts k3sOptions) *testCluster {
 // its ControlPlaneEtcd in the given mode and a control-plane Machine per Node, and in Manage mode
 // waits for etcd-adapter's hook on every Machine.
 func startKubeadmCluster(ctx context.Context, members int, mode v1alpha1.Mode) *testCluster {
-	wl, err := workload.StartKubeadm(ctx, workload.KubeadmOptions{Members: members})
+	return startKubeadmClusterWith(ctx, workload.KubeadmOptions{Members: members}, mode)
+}
+
+// startKubeadmClusterWith is startKubeadmCluster for a workload cluster started with opts.
+func startKubeadmClusterWith(ctx context.Context, opts workload.KubeadmOptions, mode v1alpha1.Mode) *testCluster {
+	wl, err := workload.StartKubeadm(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(wl.Close)
 	return registerTestCluster(ctx, workloadParts{APIServer: wl.APIServer, Etcd: wl.Etcd, Nodes: wl.Nodes, Kubelet: wl.Kubelet, Kubeadm: wl}, v1alpha1.BackendKubeadm, mode)

@@ -26,7 +26,7 @@ import (
 func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1.Machine) (outcome, error) {
 	if record := s.removal(); record.stoppedFor(m) {
 		rec := record.status
-		return waiting(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. %s", rec.Member, m.Name, rec.Message, whatNow)), nil
+		return waiting(progressReasonFor(rec.Result), fmt.Sprintf("Removal of etcd member %s of Machine %s stopped: %s. %s", rec.Member, m.Name, rec.Message, retryOrReleaseHint)), nil
 	}
 	if s.snapshot == nil {
 		return r.blocked(s, m, fmt.Sprintf("etcd could not be observed, so removing the member of Machine %s is not known to be safe: %v", m.Name, s.observeErr)), nil

@@ -10,9 +10,9 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
-// whatNow tells a person what ends a stopped removal: a retry once the cause is fixed, or a
-// release.
-var whatNow = fmt.Sprintf("Fix the cause and set annotation %s=%s on the Machine to retry the removal, or set %s=%s to release the hook without it",
+// retryOrReleaseHint tells a person what ends a stopped removal: a retry once the cause is
+// fixed, or a release.
+var retryOrReleaseHint = fmt.Sprintf("Fix the cause and set annotation %s=%s on the Machine to retry the removal, or set %s=%s to release the hook without it",
 	v1alpha1.RetryRemovalAnnotation, v1alpha1.AnnotationTrue, v1alpha1.ReleaseHookAnnotation, v1alpha1.ReleaseHookValue)
 
 func stopped(res v1alpha1.RemovalResult) bool {
@@ -39,7 +39,7 @@ func (r *Reconciler) stopIfOverdue(s *scope, m *clusterv1.Machine, rec v1alpha1.
 // stopRemoval keeps the hook, records why and tells the Machine's watchers.
 func (r *Reconciler) stopRemoval(s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, res v1alpha1.RemovalResult, event, why string) outcome {
 	s.closeRemoval(rec, res, why)
-	r.event(s, m, corev1.EventTypeWarning, event, fmt.Sprintf("Keeping the pre-terminate hook: removal of etcd member %s %s: %s. %s", rec.Member, strings.ToLower(string(res)), why, whatNow))
+	r.event(s, m, corev1.EventTypeWarning, event, fmt.Sprintf("Keeping the pre-terminate hook: removal of etcd member %s %s: %s. %s", rec.Member, strings.ToLower(string(res)), why, retryOrReleaseHint))
 	return acted(progressReasonFor(res), fmt.Sprintf("Removal of etcd member %s of Machine %s %s: %s", rec.Member, m.Name, strings.ToLower(string(res)), why))
 }
 

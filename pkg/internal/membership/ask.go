@@ -20,7 +20,7 @@ import (
 
 // AskAll asks every place at once, at most limit at a time (no limit when limit is zero),
 // and returns the answers sorted by place.
-func AskAll(ctx context.Context, places []string, limit int, ask func(ctx context.Context, where string) Answer) []Answer {
+func AskAll(ctx context.Context, places []string, limit int, askAt func(ctx context.Context, where string) Answer) []Answer {
 	out := make([]Answer, len(places))
 	if limit <= 0 {
 		limit = max(len(places), 1)
@@ -31,7 +31,7 @@ func AskAll(ctx context.Context, places []string, limit int, ask func(ctx contex
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i] = ask(ctx, where)
+			out[i] = askAt(ctx, where)
 		})
 	}
 	wg.Wait()
@@ -50,7 +50,7 @@ type Asking struct {
 	Gone func(id uint64) bool
 }
 
-// Ask asks the member behind c, at where, for its member list and Status, in parallel; a
+// AskMember asks the member behind c, at where, for its member list and Status, in parallel; a
 // member that may have been removed is asked for its member list first (see askRemovedFirst).
 // The member is unreachable (Answer.Err) only when no reply came from etcd; a learner's
 // rejection is a fact, other etcd errors say it listens but is unhealthy.
@@ -63,7 +63,7 @@ type Asking struct {
 // (replicated through raft). AlarmList is not used: etcd serves it as a raft proposal, a WAL
 // write and fsync on every member, which asking every member on every observation would
 // multiply.
-func Ask(ctx context.Context, t Transport, c Client, where string, how Asking) Answer {
+func AskMember(ctx context.Context, t Transport, c Client, where string, how Asking) Answer {
 	if how.MayBeRemoved {
 		return askRemovedFirst(ctx, t, c, where, how)
 	}
@@ -108,23 +108,23 @@ func askRemovedFirst(ctx context.Context, t Transport, c Client, where string, h
 		st, stErr := Call(ctx, how.Timeout, "Status", c.Status)
 		return toAnswer(ctx, t, where, st, nil, stErr, mlErr)
 	}
-	self := ml.Header.GetMemberId()
-	isSelf := func(m *pb.Member) bool { return m.ID == self }
+	answeringID := ml.Header.GetMemberId()
+	isAnswering := func(m *pb.Member) bool { return m.ID == answeringID }
 	switch {
-	case !slices.ContainsFunc(ml.Members, isSelf):
-		return removedAnswer(where, ml, fmt.Sprintf("member %x is not in its own member list: it was removed", self))
-	case how.Gone != nil && how.Gone(self):
-		return removedAnswer(where, ml, fmt.Sprintf("member %x was removed from the cluster and has not applied its removal yet", self))
+	case !slices.ContainsFunc(ml.Members, isAnswering):
+		return removedAnswer(where, ml, fmt.Sprintf("member %x is not in its own member list: it was removed", answeringID))
+	case how.Gone != nil && how.Gone(answeringID):
+		return removedAnswer(where, ml, fmt.Sprintf("member %x was removed from the cluster and has not applied its removal yet", answeringID))
 	}
 	lin, linErr := memberList(ctx, c, how.Timeout, true)
 	switch {
 	case linErr != nil:
 		a := toAnswer(ctx, t, where, nil, ml, errNotAsked, nil)
 		a.Errors = []string{fmt.Sprintf("member %x may have been removed, and the cluster's linearizable member list could not be read through it: %s",
-			self, etcd.SanitizeText(t.Describe(ctx, where, "MemberList", linErr).Error(), etcd.MaxTextBytes))}
+			answeringID, etcd.SanitizeText(t.Describe(ctx, where, "MemberList", linErr).Error(), etcd.MaxTextBytes))}
 		return a
-	case !slices.ContainsFunc(lin.Members, isSelf):
-		return removedAnswer(where, ml, fmt.Sprintf("member %x is not in the cluster's linearizable member list: it was removed", self))
+	case !slices.ContainsFunc(lin.Members, isAnswering):
+		return removedAnswer(where, ml, fmt.Sprintf("member %x is not in the cluster's linearizable member list: it was removed", answeringID))
 	}
 	st, stErr := Call(ctx, how.Timeout, "Status", c.Status)
 	return toAnswer(ctx, t, where, st, ml, stErr, mlErr)

@@ -41,20 +41,20 @@ func TestAsk_mayBeRemoved(t *testing.T) {
 		wantMembers bool
 	}{
 		{name: "not in its own member list: removed",
-			member: &fakeMember{self: 1, cluster: 7, own: []uint64{2, 3}}, wantRemoved: "not in its own member list"},
+			member: &fakeMember{memberID: 1, cluster: 7, own: []uint64{2, 3}}, wantRemoved: "not in its own member list"},
 		{name: "removed by this process before: removed without another call",
-			member: &fakeMember{self: 5, cluster: 7, own: []uint64{5, 2}, committed: []uint64{5, 2}}, wantRemoved: "has not applied its removal"},
+			member: &fakeMember{memberID: 5, cluster: 7, own: []uint64{5, 2}, committed: []uint64{5, 2}}, wantRemoved: "has not applied its removal"},
 		{name: "not in the linearizable member list: removed",
-			member: &fakeMember{self: 1, cluster: 7, own: []uint64{1, 2}, committed: []uint64{2}}, wantRemoved: "linearizable member list"},
+			member: &fakeMember{memberID: 1, cluster: 7, own: []uint64{1, 2}, committed: []uint64{2}}, wantRemoved: "linearizable member list"},
 		{name: "the linearizable member list cannot be read: its own list counts, Status is not asked",
-			member: &fakeMember{self: 1, cluster: 7, own: []uint64{1, 2}, linErr: rpctypes.ErrGRPCNoLeader}, wantMembers: true},
+			member: &fakeMember{memberID: 1, cluster: 7, own: []uint64{1, 2}, linErr: rpctypes.ErrGRPCNoLeader}, wantMembers: true},
 		{name: "still a member: Status is asked",
-			member: &fakeMember{self: 1, cluster: 7, own: []uint64{1, 2}, committed: []uint64{1, 2}}, wantStatus: true, wantMembers: true},
+			member: &fakeMember{memberID: 1, cluster: 7, own: []uint64{1, 2}, committed: []uint64{1, 2}}, wantStatus: true, wantMembers: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			a := Ask(context.Background(), &fakeTransport{}, tt.member, "a", Asking{Timeout: time.Minute, MayBeRemoved: true, Gone: gone})
+			a := AskMember(context.Background(), &fakeTransport{}, tt.member, "a", Asking{Timeout: time.Minute, MayBeRemoved: true, Gone: gone})
 			g.Expect(a.Answered()).To(BeTrue())
 			g.Expect(a.ClusterID).To(Equal(uint64(7)))
 			g.Expect(a.Removed).To(ContainSubstring(tt.wantRemoved))
@@ -74,8 +74,8 @@ func TestAsk_tooLarge(t *testing.T) {
 		own[i] = uint64(i + 1)
 	}
 	for _, mayBeRemoved := range []bool{false, true} {
-		m := &fakeMember{self: 1, cluster: 7, own: own, committed: own}
-		a := Ask(context.Background(), &fakeTransport{}, m, "a", Asking{Timeout: time.Minute, MayBeRemoved: mayBeRemoved})
+		m := &fakeMember{memberID: 1, cluster: 7, own: own, committed: own}
+		a := AskMember(context.Background(), &fakeTransport{}, m, "a", Asking{Timeout: time.Minute, MayBeRemoved: mayBeRemoved})
 		g.Expect(a.Err).To(MatchError(etcd.ErrTooLarge), "nothing this member says is read")
 		g.Expect(a.Members).To(BeNil())
 	}

@@ -38,7 +38,7 @@ type Transport interface {
 	Lost(ctx context.Context, where string, c Client)
 	// Removing records that target may apply its removal from now on: the member at its place
 	// must not be asked for Status until a linearizable member list shows it is still a member
-	// (see Ask). via is where the request goes.
+	// (see AskMember). via is where the request goes.
 	Removing(target etcd.Member, via string)
 }
 

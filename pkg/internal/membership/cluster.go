@@ -15,10 +15,10 @@ type Cluster struct {
 	// Memory is what the backend keeps between observations; its observation decides with it
 	// (Memory.Decide).
 	Memory Memory
-	// Ask observes the cluster: asks every member at the places the backend knows, decides
-	// the view with Memory, places the members and builds the snapshot. It runs for every
+	// Observer observes the cluster: asks every member at the places the backend knows, decides
+	// with Memory, places the members and builds the snapshot. It runs for every
 	// Observe and right before every change, so a change acts on what etcd says now.
-	Ask func(ctx context.Context) (*Observation, error)
+	Observer func(ctx context.Context) (*Observation, error)
 	// Refuse, when set, says why no member may be removed from the observed cluster (nil
 	// otherwise).
 	Refuse func(o *Observation, m etcd.Member) error
@@ -34,7 +34,7 @@ type Cluster struct {
 // example etcd.ErrInvalidInput when no member accepted the credentials), and with
 // etcd.ErrInvalidInput when a first observation finds two clusters in equal numbers.
 func (c *Cluster) Observe(ctx context.Context) (*etcd.Snapshot, error) {
-	o, err := c.Ask(ctx)
+	o, err := c.Observer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (c *Cluster) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 // MoveLeader moves leadership off member from to member to (Changer.MoveLeader), on an
 // observation made right before.
 func (c *Cluster) MoveLeader(ctx context.Context, from, to etcd.Member) (etcd.LeaderMove, error) {
-	o, err := c.Ask(ctx)
+	o, err := c.Observer(ctx)
 	if err != nil {
 		return etcd.LeaderMove{}, err
 	}
@@ -55,7 +55,7 @@ func (c *Cluster) MoveLeader(ctx context.Context, from, to etcd.Member) (etcd.Le
 // before, unless Refuse says why not. It is the caller's responsibility to check with
 // etcd.CanRemoveMember that the removal keeps quorum, right before calling.
 func (c *Cluster) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
-	o, err := c.Ask(ctx)
+	o, err := c.Observer(ctx)
 	if err != nil {
 		return etcd.Removal{}, err
 	}

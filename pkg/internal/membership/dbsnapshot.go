@@ -31,7 +31,7 @@ func (c *etcdClient) SnapshotWithVersion(ctx context.Context) (*clientv3.Snapsho
 // right before the stream is opened. The stream's lifetime is ctx's: give it a deadline long
 // enough for the database, not a call timeout.
 func (c *Cluster) SnapshotDatabase(ctx context.Context) (*etcd.DatabaseSnapshot, error) {
-	o, err := c.Ask(ctx)
+	o, err := c.Observer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func SnapshotSources(o *Observation) []Answer {
 	for _, a := range o.Answers {
 		m, ok := o.Snap.MemberByID(a.SelfID)
 		switch {
-		case !a.Answered(), a.Status == nil, a.Removed != "", !o.View.OfCluster(a), !ok, m.IsLearner, raisedBy(a):
+		case !a.Answered(), a.Status == nil, a.Removed != "", !o.Decision.OfCluster(a), !ok, m.IsLearner, raisedBy(a):
 			continue
 		case a.LeaderID == a.SelfID:
 			leaders = append(leaders, a)

@@ -17,16 +17,16 @@ import (
 // cluster's committed one (linearizable), and errors to answer with. Unit tests of pure logic
 // only; the backends' suites run the core against real etcd.
 type fakeMember struct {
-	self, cluster  uint64
-	own, committed []uint64
-	ownErr, linErr error
-	removeErr      error
-	statusAsked    bool
-	removed        []uint64
+	memberID, cluster uint64
+	own, committed    []uint64
+	ownErr, linErr    error
+	removeErr         error
+	statusAsked       bool
+	removed           []uint64
 }
 
 func (f *fakeMember) list(ids []uint64) *clientv3.MemberListResponse {
-	resp := &clientv3.MemberListResponse{Header: &pb.ResponseHeader{ClusterId: f.cluster, MemberId: f.self}}
+	resp := &clientv3.MemberListResponse{Header: &pb.ResponseHeader{ClusterId: f.cluster, MemberId: f.memberID}}
 	for _, id := range ids {
 		resp.Members = append(resp.Members, &pb.Member{ID: id, Name: fmt.Sprint(id)})
 	}
@@ -53,7 +53,7 @@ func (f *fakeMember) MemberRemove(_ context.Context, id uint64) error {
 
 func (f *fakeMember) Status(context.Context) (*clientv3.StatusResponse, error) {
 	f.statusAsked = true
-	return &clientv3.StatusResponse{Header: &pb.ResponseHeader{ClusterId: f.cluster, MemberId: f.self}, Leader: f.self, RaftTerm: 2}, nil
+	return &clientv3.StatusResponse{Header: &pb.ResponseHeader{ClusterId: f.cluster, MemberId: f.memberID}, Leader: f.memberID, RaftTerm: 2}, nil
 }
 
 func (f *fakeMember) MoveLeader(context.Context, uint64) error { return nil }

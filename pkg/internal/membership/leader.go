@@ -47,7 +47,7 @@ func (r Changer) MoveLeader(ctx context.Context, o *Observation, from, to etcd.M
 // be stale. A member that did not answer is an error when the others name it leader (its
 // leadership cannot be moved through it), and a no-op otherwise.
 func leaderToMove(o *Observation, id uint64) (Answer, bool, error) {
-	a, ok := o.Self(id)
+	a, ok := o.AnswerOf(id)
 	switch {
 	case ok:
 		return a, a.LeaderID == a.SelfID, nil
@@ -70,7 +70,7 @@ func transferee(o *Observation, id uint64) (etcd.Member, error) {
 	case to.NodeName == "":
 		return to, fmt.Errorf("%w: etcd member %s is hosted on no Node or host, so it cannot be reached to take leadership", etcd.ErrInvalidInput, to)
 	}
-	if _, ok := o.Self(id); !ok {
+	if _, ok := o.AnswerOf(id); !ok {
 		return to, fmt.Errorf("%w: etcd member %s on %s is not answering; not moving leadership to it", etcd.ErrUnreachable, to, to.NodeName)
 	}
 	return to, nil

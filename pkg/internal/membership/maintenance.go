@@ -48,14 +48,14 @@ func (c *etcdClient) AlarmDisarm(ctx context.Context, memberID uint64, alarm etc
 // does, far longer than CallTimeout. The member's Status right after gives its sizes after;
 // they are nil when it does not answer then.
 func (c *Cluster) Defragment(ctx context.Context, m etcd.Member, safe func(*etcd.Snapshot) error) (etcd.Defragmentation, error) {
-	o, err := c.Ask(ctx)
+	o, err := c.Observer(ctx)
 	if err != nil {
 		return etcd.Defragmentation{}, err
 	}
 	if err := safe(o.Snap); err != nil {
 		return etcd.Defragmentation{}, err
 	}
-	a, ok := o.Self(m.ID)
+	a, ok := o.AnswerOf(m.ID)
 	if !ok || a.Status == nil {
 		return etcd.Defragmentation{}, fmt.Errorf("%w: etcd member %s did not answer with its status right before its defragmentation", etcd.ErrUnreachable, m)
 	}
@@ -77,9 +77,9 @@ func (c *Cluster) Defragment(ctx context.Context, m etcd.Member, safe func(*etcd
 }
 
 // DisarmAlarms disarms each alarm, once safe accepts the observation made right before, through
-// the first member on the observation's path (the leader first) that takes it.
+// the first member in the observation's RequestOrder (the leader first) that takes it.
 func (c *Cluster) DisarmAlarms(ctx context.Context, alarms []etcd.ActiveAlarm, safe func(*etcd.Snapshot) error) error {
-	o, err := c.Ask(ctx)
+	o, err := c.Observer(ctx)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (c *Cluster) DisarmAlarms(ctx context.Context, alarms []etcd.ActiveAlarm, s
 		return err
 	}
 	var errs []error
-	for _, via := range o.Path(0) {
+	for _, via := range o.RequestOrder(0) {
 		cl, mc, err := c.maintainerAt(ctx, o, via)
 		if err != nil {
 			errs = append(errs, err)

@@ -29,13 +29,13 @@ func (m *Memory) Recall() (uint64, []etcd.Member) {
 	return m.clusterID, slices.Clone(m.last)
 }
 
-// Decide decides the view from the answers with what is remembered (see Decide), and
+// Decide decides from the answers with what is remembered (see Decide), and
 // remembers it.
-func (m *Memory) Decide(answers []Answer) (View, error) {
+func (m *Memory) Decide(answers []Answer) (Decision, error) {
 	known, last := m.Recall()
 	v, err := Decide(answers, known, last)
 	if err != nil {
-		return View{}, err
+		return Decision{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

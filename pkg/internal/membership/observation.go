@@ -6,13 +6,13 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// Observation is a snapshot plus the view and the answers it was built from, for MoveLeader
+// Observation is a snapshot plus the decision and the answers it was built from, for MoveLeader
 // and RemoveMember to pick a member to send their request through.
 type Observation struct {
 	// Snap is the snapshot the backend built, its members placed.
 	Snap *etcd.Snapshot
-	// View is what the snapshot was decided from.
-	View View
+	// Decision is what the snapshot was decided from.
+	Decision Decision
 	// Answers are sorted by place.
 	Answers []Answer
 	// Transport reaches the members as they were reached for the answers (with the same
@@ -20,10 +20,10 @@ type Observation struct {
 	Transport Transport
 }
 
-// Self returns the answer member id gave about itself, as a member of the observed cluster.
-func (o *Observation) Self(id uint64) (Answer, bool) {
+// AnswerOf returns the answer member id gave about itself, as a member of the observed cluster.
+func (o *Observation) AnswerOf(id uint64) (Answer, bool) {
 	for _, a := range o.Answers {
-		if id != 0 && a.SelfID == id && o.View.OfCluster(a) {
+		if id != 0 && a.SelfID == id && o.Decision.OfCluster(a) {
 			return a, true
 		}
 	}
@@ -40,30 +40,30 @@ func (o *Observation) At(where string) (Answer, bool) {
 	return Answer{}, false
 }
 
-// Path orders the places to send a request about member targetID through: the leader first (it
+// RequestOrder orders the places to send a request about member targetID through: the leader first (it
 // commits the change without a hop), then the other voters of the cluster that answered, in
 // place order, and the target's own place last, only as a last resort (a removed member stops,
 // and its answer may be lost).
-func (o *Observation) Path(targetID uint64) []string {
-	var path []string
-	target, hasTarget := o.Self(targetID)
-	if l, ok := o.Self(o.Snap.LeaderID); ok && (!hasTarget || l.Where != target.Where) && o.answeredVoter(l) {
-		path = append(path, l.Where)
+func (o *Observation) RequestOrder(targetID uint64) []string {
+	var order []string
+	target, hasTarget := o.AnswerOf(targetID)
+	if l, ok := o.AnswerOf(o.Snap.LeaderID); ok && (!hasTarget || l.Where != target.Where) && o.answeredVoter(l) {
+		order = append(order, l.Where)
 	}
 	for _, a := range o.Answers {
-		if (!hasTarget || a.Where != target.Where) && !slices.Contains(path, a.Where) && o.answeredVoter(a) {
-			path = append(path, a.Where)
+		if (!hasTarget || a.Where != target.Where) && !slices.Contains(order, a.Where) && o.answeredVoter(a) {
+			order = append(order, a.Where)
 		}
 	}
 	if hasTarget && o.answeredVoter(target) {
-		path = append(path, target.Where)
+		order = append(order, target.Where)
 	}
-	return path
+	return order
 }
 
 // answeredVoter reports whether a is the answer of a voting member of the observed cluster,
 // with a member list.
 func (o *Observation) answeredVoter(a Answer) bool {
 	m, ok := o.Snap.MemberByID(a.SelfID)
-	return o.View.OfCluster(a) && ok && !m.IsLearner && a.Members != nil
+	return o.Decision.OfCluster(a) && ok && !m.IsLearner && a.Members != nil
 }

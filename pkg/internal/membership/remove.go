@@ -32,7 +32,7 @@ type Changer struct {
 // part, because a reused hostname can leave two members with one name and a member that never
 // started has none. o must be an observation made right before the call: it re-checks that the
 // ID is still a member. It is idempotent: a member confirmed gone reports Removed. It refuses
-// the last voting member (Rejected, LastMember) and sends the removal along o.Path: the leader,
+// the last voting member (Rejected, LastMember) and sends the removal along o.RequestOrder: the leader,
 // else another voter that answered, never through the member being removed unless it is the
 // only one that answers.
 //
@@ -57,7 +57,7 @@ func (r Changer) Remove(ctx context.Context, o *Observation, m etcd.Member) (etc
 			Reason: fmt.Sprintf("%s: etcd member %s is the last voting member; removing it would destroy the cluster", v1alpha1.MemberRemovalLastMemberReason, target)}, nil
 	}
 	var errs []error
-	for _, via := range o.Path(target.ID) {
+	for _, via := range o.RequestOrder(target.ID) {
 		c, err := o.Transport.Reach(ctx, via)
 		if err != nil {
 			errs = append(errs, err)
@@ -137,9 +137,9 @@ func (r Changer) confirm(ctx context.Context, o *Observation, target etcd.Member
 // from another cluster is never taken: a stranger's member list proves nothing.
 func (r Changer) isGone(ctx context.Context, o *Observation, id uint64) (bool, error) {
 	var errs []error
-	self, answered := o.Self(id)
-	for _, via := range o.Path(id) {
-		if answered && self.Where == via {
+	targetAnswer, answered := o.AnswerOf(id)
+	for _, via := range o.RequestOrder(id) {
+		if answered && targetAnswer.Where == via {
 			continue // a removed member answers from its stale view
 		}
 		c, err := o.Transport.Reach(ctx, via)
@@ -151,14 +151,14 @@ func (r Changer) isGone(ctx context.Context, o *Observation, id uint64) (bool, e
 		switch {
 		case err != nil:
 			errs = append(errs, o.Transport.Describe(ctx, via, "MemberList", err))
-		case resp.Header.GetClusterId() != o.View.ClusterID:
-			errs = append(errs, fmt.Errorf("the etcd member at %s answered from cluster %x, not %x", via, resp.Header.GetClusterId(), o.View.ClusterID))
+		case resp.Header.GetClusterId() != o.Decision.ClusterID:
+			errs = append(errs, fmt.Errorf("the etcd member at %s answered from cluster %x, not %x", via, resp.Header.GetClusterId(), o.Decision.ClusterID))
 		default:
 			return !hasMember(resp, id), nil
 		}
 	}
 	if len(errs) == 0 {
-		return false, fmt.Errorf("%w: no other member of cluster %x answered", etcd.ErrUnreachable, o.View.ClusterID)
+		return false, fmt.Errorf("%w: no other member of cluster %x answered", etcd.ErrUnreachable, o.Decision.ClusterID)
 	}
 	return false, errors.Join(errs...)
 }

@@ -53,10 +53,10 @@ func observed(g Gomega, tr Transport, in ...Answer) *Observation {
 	for i := range ms {
 		ms[i].NodeName = fmt.Sprint(ms[i].ID)
 	}
-	return &Observation{Snap: &etcd.Snapshot{Members: ms, LeaderID: v.LeaderID}, View: v, Answers: in, Transport: tr}
+	return &Observation{Snap: &etcd.Snapshot{Members: ms, LeaderID: v.LeaderID}, Decision: v, Answers: in, Transport: tr}
 }
 
-func TestObservation_Path(t *testing.T) {
+func TestObservation_RequestOrder(t *testing.T) {
 	three := members("a", "b", "c")
 	tests := []struct {
 		name    string
@@ -86,7 +86,7 @@ func TestObservation_Path(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(observed(g, nil, tt.answers...).Path(tt.target)).To(Equal(tt.want))
+			g.Expect(observed(g, nil, tt.answers...).RequestOrder(tt.target)).To(Equal(tt.want))
 		})
 	}
 }
@@ -119,7 +119,7 @@ func TestChanger_Remove(t *testing.T) {
 			var answers []Answer
 			for i, id := range ids {
 				where := string(rune('a' + i))
-				tr.members[where] = &fakeMember{self: id, cluster: 7, own: ids, committed: tt.committed, removeErr: tt.removeErr}
+				tr.members[where] = &fakeMember{memberID: id, cluster: 7, own: ids, committed: tt.committed, removeErr: tt.removeErr}
 				answers = append(answers, answered(where, id, 7, 1, []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}}))
 			}
 			var mem Memory
@@ -140,7 +140,7 @@ func TestChanger_Remove(t *testing.T) {
 
 func TestChanger_Remove_lastVoter(t *testing.T) {
 	g := NewWithT(t)
-	tr := &fakeTransport{members: map[string]*fakeMember{"a": {self: 1, cluster: 7, own: []uint64{1}}}}
+	tr := &fakeTransport{members: map[string]*fakeMember{"a": {memberID: 1, cluster: 7, own: []uint64{1}}}}
 	r := Changer{Memory: &Memory{}, CallTimeout: time.Minute, Log: logr.Discard()}
 	got, err := r.Remove(context.Background(), observed(g, tr, answered("a", 1, 7, 1, []etcd.Member{{ID: 1}})), etcd.Member{ID: 1})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -168,7 +168,7 @@ func TestChanger_MoveLeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			tr := &fakeTransport{members: map[string]*fakeMember{"a": {self: 1, cluster: 7}, "b": {self: 2, cluster: 7}}}
+			tr := &fakeTransport{members: map[string]*fakeMember{"a": {memberID: 1, cluster: 7}, "b": {memberID: 2, cluster: 7}}}
 			o := observed(g, tr, answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three), down("c"))
 			mv, err := Changer{Memory: &Memory{}, CallTimeout: time.Minute, Log: logr.Discard()}.MoveLeader(context.Background(), o, etcd.Member{ID: tt.from}, etcd.Member{ID: tt.to})
 			if tt.wantErr != nil {

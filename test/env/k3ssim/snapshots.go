@@ -16,8 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// SnapshotFileGVK is the kind K3s lists its etcd snapshots as (k3s-io/k3s
-// pkg/apis/k3s.cattle.io/v1/types.go ETCDSnapshotFile; cluster-scoped, pkg/crd/crds.go).
+// SnapshotFileGVK is the kind K3s lists its etcd snapshots as: ETCDSnapshotFile, declared in
+// k3s-io/k3s pkg/apis/k3s.cattle.io/v1/types.go and, since K3s moved its API types out,
+// in k3s-io/api k3s.cattle.io/v1/types.go. It is cluster-scoped (see ensureSnapshotFileCRD).
 var SnapshotFileGVK = schema.GroupVersionKind{Group: "k3s.cattle.io", Version: "v1", Kind: "ETCDSnapshotFile"}
 
 // ErrNoSnapshotFiles is returned by SaveSnapshot on a K3s version that does not list snapshots
@@ -95,6 +96,9 @@ func (s *Simulator) ensureSnapshotFileCRD(ctx context.Context) error {
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": "etcdsnapshotfiles.k3s.cattle.io"},
 		"spec": map[string]any{
+			// Cluster-scoped, as K3s registers it: crd.NonNamespacedType("ETCDSnapshotFile.k3s.cattle.io/v1")
+			// in k3s-io/k3s pkg/crd/crds.go, and +genclient:nonNamespaced on the type (k3s-io/api
+			// k3s.cattle.io/v1/types.go). Addon, beside it, is the namespaced one.
 			"group": "k3s.cattle.io", "scope": "Cluster",
 			"names": map[string]any{"kind": "ETCDSnapshotFile", "listKind": "ETCDSnapshotFileList", "plural": "etcdsnapshotfiles", "singular": "etcdsnapshotfile"},
 			"versions": []any{map[string]any{

@@ -24,6 +24,8 @@ type KubeadmOptions struct {
 	NodePrefix string
 	// Heartbeat is the kubelet stand-ins' Ready refresh period (default DefaultHeartbeat).
 	Heartbeat time.Duration
+	// QuotaBackendBytes is the members' --quota-backend-bytes; zero means etcd's default.
+	QuotaBackendBytes int64
 }
 
 // Kubeadm is a running kubeadm-flavoured workload cluster.
@@ -45,7 +47,7 @@ func StartKubeadm(ctx context.Context, opts KubeadmOptions) (_ *Kubeadm, err err
 	if err := k.useAPIServer(opts.APIServer); err != nil {
 		return nil, err
 	}
-	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes(opts.NodePrefix, opts.Members)}); err != nil {
+	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes(opts.NodePrefix, opts.Members), QuotaBackendBytes: opts.QuotaBackendBytes}); err != nil {
 		return nil, fmt.Errorf("failed to start the etcd cluster: %w", err)
 	}
 	for _, m := range k.Etcd.Members() {

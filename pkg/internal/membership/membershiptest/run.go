@@ -12,16 +12,16 @@ import (
 )
 
 // Answers are the replies of c as a backend has them: each at the place the backend asks that
-// member at (place), listing members as the backend's members report them (member), sorted by
-// place.
-func Answers(c Case, place func(id uint64) string, member func(id uint64) etcd.Member) []membership.Answer {
+// member at (whereAsked), listing members as the backend's members report them (member),
+// sorted by place.
+func Answers(c Case, whereAsked func(id uint64) string, member func(id uint64) etcd.Member) []membership.Answer {
 	out := make([]membership.Answer, 0, len(c.Replies))
 	for _, r := range c.Replies {
 		ms := make([]etcd.Member, 0, len(r.Members))
 		for _, id := range r.Members {
 			ms = append(ms, member(id))
 		}
-		out = append(out, membership.Answer{Where: place(r.Self), At: time.Now(),
+		out = append(out, membership.Answer{Where: whereAsked(r.Self), At: time.Now(),
 			SelfID: r.Self, ClusterID: r.Cluster, LeaderID: r.Leader, RaftTerm: r.Term, Members: ms})
 	}
 	slices.SortFunc(out, func(x, y membership.Answer) int { return strings.Compare(x.Where, y.Where) })

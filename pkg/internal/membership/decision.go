@@ -10,10 +10,10 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
-// View is what the members of one cluster say together: its cluster ID, its member list, its
+// Decision is what the members of one cluster say together: its cluster ID, its member list, its
 // leader and its active alarms. Members that disagree keep their own answers as evidence, so
 // pkg/etcd can name them.
-type View struct {
+type Decision struct {
 	// ClusterID is the cluster's ID (see clusterIDOf).
 	ClusterID uint64
 	// Members is the cluster's member list (see memberListOf), not placed.
@@ -28,43 +28,43 @@ type View struct {
 // and none is remembered: the backend says why (see its noAnswerError).
 var ErrNoMemberList = errors.New("no member of the cluster answered with a member list")
 
-// OfCluster reports whether a is the answer of a member of the view's cluster.
-func (v View) OfCluster(a Answer) bool {
-	return a.Answered() && a.Removed == "" && a.ClusterID != 0 && a.ClusterID == v.ClusterID
+// OfCluster reports whether a is the answer of a member of the decision's cluster.
+func (d Decision) OfCluster(a Answer) bool {
+	return a.Answered() && a.Removed == "" && a.ClusterID != 0 && a.ClusterID == d.ClusterID
 }
 
 // Stranger reports whether a is the answer of a member of another cluster.
-func (v View) Stranger(a Answer) bool {
-	return a.Answered() && a.Removed == "" && a.ClusterID != 0 && a.ClusterID != v.ClusterID
+func (d Decision) Stranger(a Answer) bool {
+	return a.Answered() && a.Removed == "" && a.ClusterID != 0 && a.ClusterID != d.ClusterID
 }
 
-// Decide builds the view from the answers. knownID is the cluster ID the backend saw first
-// (zero before it saw one): answers from another cluster never shape the view, so a
+// Decide builds the decision from the answers. knownID is the cluster ID the backend saw first
+// (zero before it saw one): answers from another cluster never shape the decision, so a
 // re-bootstrapped member answering alone does not become the cluster. last is the member list
 // seen last: when only members of another cluster answered, it is the member list, and their
 // answers count against its members.
 //
 // It fails with etcd.ErrInvalidInput when no cluster ID is known and two are reported equally
 // often (see clusterIDOf), and with ErrNoMemberList when there is no member list.
-func Decide(answers []Answer, knownID uint64, last []etcd.Member) (View, error) {
-	v := View{ClusterID: knownID}
-	if v.ClusterID == 0 {
+func Decide(answers []Answer, knownID uint64, last []etcd.Member) (Decision, error) {
+	d := Decision{ClusterID: knownID}
+	if d.ClusterID == 0 {
 		id, err := clusterIDOf(answers)
 		if err != nil {
-			return View{}, err
+			return Decision{}, err
 		}
-		v.ClusterID = id
+		d.ClusterID = id
 	}
-	v.LeaderID = leaderOf(answers, v)
-	v.Members = memberListOf(answers, v)
-	v.Alarms = alarmsOf(answers, v)
-	if v.Members == nil && last != nil && slices.ContainsFunc(answers, v.Stranger) {
-		v.Members = slices.Clone(last)
+	d.LeaderID = leaderOf(answers, d)
+	d.Members = memberListOf(answers, d)
+	d.Alarms = alarmsOf(answers, d)
+	if d.Members == nil && last != nil && slices.ContainsFunc(answers, d.Stranger) {
+		d.Members = slices.Clone(last)
 	}
-	if v.Members == nil {
-		return View{}, ErrNoMemberList
+	if d.Members == nil {
+		return Decision{}, ErrNoMemberList
 	}
-	return v, nil
+	return d, nil
 }
 
 // clusterIDOf is the cluster ID most members answer with; zero when none answered.
@@ -108,12 +108,12 @@ func clusterIDOf(answers []Answer) (uint64, error) {
 // comes from a member that runs a raft log of its own under the same cluster ID (a copied data
 // directory). Breaking the tie by member ID would be a guess; no leader is what etcd.Snapshot
 // says when the leader is not known, and the member list then comes from the majority.
-func leaderOf(answers []Answer, v View) uint64 {
+func leaderOf(answers []Answer, d Decision) uint64 {
 	var best Answer
 	contested := false
 	followers := map[uint64]int{}
 	for _, a := range answers {
-		if !v.OfCluster(a) || a.LeaderID == 0 {
+		if !d.OfCluster(a) || a.LeaderID == 0 {
 			continue
 		}
 		switch {
@@ -144,16 +144,16 @@ func leaderOf(answers []Answer, v View) uint64 {
 // member cut off from the leader may never). A majority of followers can still report the list
 // before the change, which a count would take. The count is the fallback when no member says it
 // leads (no quorum, the leader unreachable, or contested leadership), and among lists reported
-// equally often the one whose key sorts first is taken, so the view is deterministic; the
+// equally often the one whose key sorts first is taken, so the decision is deterministic; the
 // members that report the other lists are named by the agreement check (pkg/etcd).
-func memberListOf(answers []Answer, v View) []etcd.Member {
+func memberListOf(answers []Answer, d Decision) []etcd.Member {
 	counts := map[string]int{}
 	byKey := map[string][]etcd.Member{}
 	for _, a := range answers {
-		if !v.OfCluster(a) || a.Members == nil {
+		if !d.OfCluster(a) || a.Members == nil {
 			continue
 		}
-		if v.LeaderID != 0 && a.SelfID == v.LeaderID && a.LeaderID == a.SelfID {
+		if d.LeaderID != 0 && a.SelfID == d.LeaderID && a.LeaderID == a.SelfID {
 			return slices.Clone(a.Members)
 		}
 		k := listKey(a.Members)
@@ -170,10 +170,10 @@ func memberListOf(answers []Answer, v View) []etcd.Member {
 
 // alarmsOf is every active alarm the members of the cluster report, once each: alarms are
 // replicated through raft, so the member an alarm names has it, whoever reported it.
-func alarmsOf(answers []Answer, v View) []etcd.ActiveAlarm {
+func alarmsOf(answers []Answer, d Decision) []etcd.ActiveAlarm {
 	var out []etcd.ActiveAlarm
 	for _, a := range answers {
-		if !v.OfCluster(a) {
+		if !d.OfCluster(a) {
 			continue
 		}
 		for _, al := range a.Alarms {

@@ -18,8 +18,8 @@ func members(names ...string) []etcd.Member {
 	return out
 }
 
-func answered(where string, self, cluster, leader uint64, ms []etcd.Member) Answer {
-	return Answer{Where: where, At: time.Now(), SelfID: self, ClusterID: cluster, LeaderID: leader, Members: ms}
+func answered(where string, selfID, cluster, leader uint64, ms []etcd.Member) Answer {
+	return Answer{Where: where, At: time.Now(), SelfID: selfID, ClusterID: cluster, LeaderID: leader, Members: ms}
 }
 
 func down(where string) Answer { return Answer{Where: where, Err: errors.New("down")} }

@@ -43,14 +43,14 @@ func answerMap(in ...membership.Answer) []membership.Answer {
 	return out
 }
 
-// newView is the view the membership core decides, with the member list seen last.
-func newView(g Gomega, answers []membership.Answer, known uint64, last []etcd.Member) membership.View {
+// newDecision is the decision the membership core decides, with the member list seen last.
+func newDecision(g Gomega, answers []membership.Answer, known uint64, last []etcd.Member) membership.Decision {
 	v, err := membership.Decide(answers, known, last)
 	g.Expect(err).NotTo(HaveOccurred())
 	return v
 }
 
-func Test_view_snapshot(t *testing.T) {
+func Test_decision_snapshot(t *testing.T) {
 	g := NewWithT(t)
 	three := members("a", "b", "c")
 	a := answered("a", 1, 7, 1, three)
@@ -59,7 +59,7 @@ func Test_view_snapshot(t *testing.T) {
 	c := answered("c", 3, 7, 1, three)
 	c.Alarms = []etcd.ActiveAlarm{{MemberID: 2, Alarm: etcd.AlarmCorrupt}}
 	in := answerMap(a, membership.Answer{Where: "b", At: time.Now(), Err: errors.New("connection refused")}, c)
-	v := newView(g, in, 0, nil)
+	v := newDecision(g, in, 0, nil)
 	s := snapshot(v, placed(v.Members), in, time.Now())
 	g.Expect(s.Backend).To(Equal("kubeadm"))
 	g.Expect(s.LeaderID).To(Equal(uint64(1)))
@@ -76,7 +76,7 @@ func Test_view_snapshot(t *testing.T) {
 	g.Expect(ec.Alarms).To(BeEmpty())
 }
 
-func Test_view_snapshot_splitBrain(t *testing.T) {
+func Test_decision_snapshot_splitBrain(t *testing.T) {
 	three := members("a", "b", "c")
 	tests := []struct {
 		name    string
@@ -98,7 +98,7 @@ func Test_view_snapshot_splitBrain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			in := answerMap(tt.answers...)
-			v := newView(g, in, tt.known, tt.last)
+			v := newDecision(g, in, tt.known, tt.last)
 			s := snapshot(v, placed(v.Members), in, time.Now())
 			ev, ok := s.EvidenceFor(3)
 			g.Expect(ok).To(BeTrue(), "the answer on Node c is filed under the member on Node c")
@@ -111,12 +111,12 @@ func Test_view_snapshot_splitBrain(t *testing.T) {
 	}
 }
 
-func Test_view_snapshot_duplicateNames(t *testing.T) {
+func Test_decision_snapshot_duplicateNames(t *testing.T) {
 	g := NewWithT(t)
 	// Member 4 is the old member of Node b (a reused hostname): never removed, not running.
 	ms := append(members("a", "b", "c"), etcd.Member{ID: 4, Name: "b", PeerURLs: []string{"https://10.0.0.2:2380"}})
 	in := answerMap(answered("a", 1, 7, 1, ms), answered("b", 2, 7, 1, ms), answered("c", 3, 7, 1, ms))
-	v := newView(g, in, 0, nil)
+	v := newDecision(g, in, 0, nil)
 	s := snapshot(v, placed(v.Members), in, time.Now())
 	g.Expect(s.MembersOnNode("b")).To(HaveLen(2), "both members are in the snapshot, on Node b")
 	live, ok := s.EvidenceFor(2)
@@ -131,11 +131,11 @@ func Test_view_snapshot_duplicateNames(t *testing.T) {
 	g.Expect(verdict[3].Health).To(Equal(etcd.Unhealthy), "the dead one never looks healthy")
 }
 
-func Test_view_snapshot_podGone(t *testing.T) {
+func Test_decision_snapshot_podGone(t *testing.T) {
 	g := NewWithT(t)
 	three := members("a", "b", "c")
 	in := answerMap(answered("a", 1, 7, 1, three), answered("b", 2, 7, 1, three))
-	v := newView(g, in, 0, nil)
+	v := newDecision(g, in, 0, nil)
 	facts := nodeFacts{pods: map[string]bool{"a": true, "b": true}, nodes: map[string]bool{"a": true, "b": true, "c": true}}
 	s := snapshot(v, facts.assignNodes(v.Members), in, time.Now())
 	ev, ok := s.EvidenceFor(3)
@@ -177,8 +177,8 @@ func Test_nodeFacts_assignNodes(t *testing.T) {
 
 // Test_divergences runs the membership core's shared cases (the rules this backend and
 // pkg/external once decided differently) through this backend's own observation: each member
-// answers on the Node of its name, the view is decided, the members are placed on their Nodes
-// and the snapshot is built.
+// answers on the Node of its name, the membership core decides, the members are placed on their
+// Nodes and the snapshot is built.
 func Test_divergences(t *testing.T) {
 	node := func(id uint64) string { return fmt.Sprintf("node-%d", id) }
 	member := func(id uint64) etcd.Member { return etcd.Member{ID: id, Name: node(id)} }
