@@ -9,6 +9,9 @@ ASSETS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/assets
 # promtool and promql-metrics (hack/tools/promtool) are built the same way, keyed by the
 # Prometheus version and the tool module's go.sum, for test/monitoring.
 PROMTOOL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/promtool
+# The Cluster API Operator's manager (hack/tools/cluster-api-operator) with its CRDs and webhook
+# configurations, keyed by the operator's version and the tool module's go.sum, for test/operator.
+OPERATOR_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/cluster-api-operator
 
 .PHONY: help
 help: ## List targets.
@@ -21,6 +24,10 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl for the test environme
 .PHONY: promtool
 promtool: ## Build Prometheus's promtool and promql-metrics into PROMTOOL_CACHE (once per version).
 	@hack/build-promtool.sh "$(PROMTOOL_CACHE)" >/dev/null
+
+.PHONY: cluster-api-operator
+cluster-api-operator: ## Build the Cluster API Operator's manager, CRDs and webhooks into OPERATOR_CACHE (once per version).
+	@hack/build-operator.sh "$(OPERATOR_CACHE)" >/dev/null
 
 # TEST_PKGS selects suites of the main module, e.g. `make test TEST_PKGS=./controlplane/...`, or ./test/k3sbackend for the K3s backend across every version profile (the heaviest, ~4 min).
 # The longest suites start first (go test runs packages in the order given, two at a time on 2
@@ -54,6 +61,13 @@ test-modules: envtest-assets ## Test the nested modules (pkg/etcd, pkg/k3s, exam
 .PHONY: test-clusterctl
 test-clusterctl: envtest-assets ## clusterctl init, upgrade, move and delete of the addon (test/clusterctl).
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/clusterctl -count=1 -timeout $(TEST_TIMEOUT)
+
+# The Cluster API Operator's own controller (a process) installs the addon as an AddonProvider
+# from ConfigMaps and upgrades it, checked against what clusterctl init makes of the same release:
+# test/operator. `make test` runs it too (building the operator on first use); this target runs it alone.
+.PHONY: test-operator
+test-operator: envtest-assets cluster-api-operator ## Install and upgrade the addon with the Cluster API Operator (test/operator).
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" OPERATOR_DIR="$$(hack/build-operator.sh "$(OPERATOR_CACHE)")" $(GO) test ./test/operator -count=1 -timeout $(TEST_TIMEOUT)
 
 BENCHTIME ?= 1x
 .PHONY: bench
