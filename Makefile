@@ -41,8 +41,8 @@ TEST_PKGS ?= $(LONG_PKGS) $(shell $(GO) list ./... | grep -v -x $(foreach p,$(LO
 TEST_TIMEOUT ?= 70m
 
 .PHONY: test
-test: envtest-assets promtool ## Run every test (unit, fuzz seeds, real-component suites); TEST_PKGS selects.
-	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" PROMTOOL_DIR="$$(hack/build-promtool.sh "$(PROMTOOL_CACHE)")" $(GO) test $(TEST_PKGS) -count=1 -timeout $(TEST_TIMEOUT)
+test: envtest-assets promtool cluster-api-operator ## Run every test (unit, fuzz seeds, real-component suites); TEST_PKGS selects.
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" PROMTOOL_DIR="$$(hack/build-promtool.sh "$(PROMTOOL_CACHE)")" OPERATOR_DIR="$$(hack/build-operator.sh "$(OPERATOR_CACHE)")" $(GO) test $(TEST_PKGS) -count=1 -timeout $(TEST_TIMEOUT)
 	$(if $(filter file,$(origin TEST_PKGS)),@$(MAKE) --no-print-directory test-modules)
 
 # The modules nested in this repository, each with its own go.mod so a provider imports them at its
@@ -64,7 +64,7 @@ test-clusterctl: envtest-assets ## clusterctl init, upgrade, move and delete of 
 
 # The Cluster API Operator's own controller (a process) installs the addon as an AddonProvider
 # from ConfigMaps and upgrades it, checked against what clusterctl init makes of the same release:
-# test/operator. `make test` runs it too (building the operator on first use); this target runs it alone.
+# test/operator. `make test` runs it too; this target runs it alone.
 .PHONY: test-operator
 test-operator: envtest-assets cluster-api-operator ## Install and upgrade the addon with the Cluster API Operator (test/operator).
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" OPERATOR_DIR="$$(hack/build-operator.sh "$(OPERATOR_CACHE)")" $(GO) test ./test/operator -count=1 -timeout $(TEST_TIMEOUT)
