@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,22 +19,45 @@ import (
 // backticked matches the `...` spans of a markdown table cell.
 var backticked = regexp.MustCompile("`([^`]*)`")
 
-// TestDocs_variables: docs/operations.md "Settings kept across clusterctl upgrade" lists every
-// clusterctl variable of the components, once, with its default, and nothing else.
+// settingVariable matches a clusterctl variable named with its default in running text:
+// `ETCD_ADAPTER_REPLICAS` (default `2`).
+var settingVariable = regexp.MustCompile("`(ETCD_ADAPTER_[A-Z0-9_]+)`\\s+\\(default\\s+`([^`]*)`\\)")
+
+// TestDocs_variables: docs/operations.md lists every clusterctl variable of the components, once,
+// with its default, and nothing else: beside the flag it sets in the "Manager flags" table, and
+// in "Settings kept across clusterctl upgrade" for a variable that sets no flag.
 func TestDocs_variables(t *testing.T) {
 	g := NewWithT(t)
-	rows := tableRows(g, docSection(g, "## Settings kept across clusterctl upgrade"))
-	g.Expect(rows).NotTo(BeEmpty(), "the section has a table of the variables")
-	documented := map[string]string{}
-	for _, row := range rows {
-		name, def := firstBackticked(row[0]), firstBackticked(row[1])
+	vars := variableDefaults(g)
+	registered := manager.NewFlagSet(manager.NewOptions(), logs.NewOptions())
+	documented, want := map[string]string{}, map[string]string{}
+	for _, row := range tableRows(g, docSection(g, "## Manager flags")) {
+		g.Expect(row).To(HaveLen(4), "flag | default | what it does | clusterctl variable: %q", row)
+		name, flag := firstBackticked(row[3]), strings.TrimLeft(firstBackticked(row[0]), "-")
+		if name == "" {
+			continue
+		}
 		g.Expect(documented).NotTo(HaveKey(name), "%s is listed once", name)
-		documented[name] = def
+		g.Expect(registered.Lookup(flag)).NotTo(BeNil(), "%s sets --%s, a flag of the manager", name, flag)
+		documented[name] = documentedDefault(g, flag, row[1])
+		if def := vars[name]; def != nil {
+			// The flag's default and the variable's are one value, as the flag parses it.
+			want[name] = flagValue(g, flag, *def)
+		}
 	}
-	want := map[string]string{}
-	for name, def := range variableDefaults(g) {
+	settings := docSection(g, "## Settings kept across clusterctl upgrade")
+	for _, m := range settingVariable.FindAllStringSubmatch(settings, -1) {
+		g.Expect(documented).NotTo(HaveKey(m[1]), "%s is listed once", m[1])
+		documented[m[1]] = m[2]
+		if def := vars[m[1]]; def != nil {
+			want[m[1]] = *def
+		}
+	}
+	for name, def := range vars {
 		g.Expect(def).NotTo(BeNil(), name)
-		want[name] = *def
+		if _, ok := want[name]; !ok {
+			want[name] = *def
+		}
 	}
 	g.Expect(documented).To(Equal(want))
 }
@@ -70,8 +94,8 @@ func TestDocs_flagTable(t *testing.T) {
 // pflag shows, e.g. 10m0s for 10m): its first `value`, or the empty value when the cell starts
 // with "empty".
 func documentedDefault(g Gomega, name, cell string) string {
-	fresh := manager.NewFlagSet(manager.NewOptions(), logs.NewOptions()).Lookup(name)
 	if strings.HasPrefix(cell, "empty") {
+		fresh := manager.NewFlagSet(manager.NewOptions(), logs.NewOptions()).Lookup(name)
 		if strings.HasSuffix(fresh.Value.Type(), "Slice") {
 			return "[]"
 		}
@@ -79,7 +103,19 @@ func documentedDefault(g Gomega, name, cell string) string {
 	}
 	v := firstBackticked(cell)
 	g.Expect(v).NotTo(BeEmpty(), "the default of --%s is `value` or empty: %q", name, cell)
-	g.Expect(fresh.Value.Set(v)).To(Succeed(), "the default of --%s, %q", name, v)
+	return flagValue(g, name, v)
+}
+
+// flagValue returns v as flag name parses and shows it; a YAML double-quoted v (a variable's
+// default such as "") is unquoted first.
+func flagValue(g Gomega, name, v string) string {
+	if len(v) >= 2 && strings.HasPrefix(v, `"`) && strings.HasSuffix(v, `"`) {
+		unquoted, err := strconv.Unquote(v)
+		g.Expect(err).NotTo(HaveOccurred(), "the value %s for --%s", v, name)
+		v = unquoted
+	}
+	fresh := manager.NewFlagSet(manager.NewOptions(), logs.NewOptions()).Lookup(name)
+	g.Expect(fresh.Value.Set(v)).To(Succeed(), "the value of --%s, %q", name, v)
 	return fresh.Value.String()
 }
 
