@@ -101,7 +101,7 @@ func runPageBlock(t *testing.T, g Gomega, sh *docblock.Shell, r release, version
 	build := "make release-manifests IMG=" + image(version)
 	block := docblock.ShellBlock(g, filepath.Join(repoRoot, "docs"), "install-with-operator.md", build)
 	first, rest, _ := strings.Cut(block, "\n")
-	g.Expect(first).To(Equal(build), "the block opens with the release build the test stands in for")
+	g.Expect(first).To(Equal(build), "the block opens with the release build the test stands in for, not %q", first)
 	dir := t.TempDir()
 	g.Expect(os.Symlink(r.dir, filepath.Join(dir, "out"))).To(Succeed())
 	sh.Run(g, fmt.Sprintf("cd %q", dir), rest)
