@@ -26,6 +26,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
+	"github.com/etcd-adapter/etcd-adapter/test/env/docblock"
 )
 
 const (
@@ -50,7 +51,7 @@ func TestDocCommands(t *testing.T) {
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(server.Stop()).To(Succeed()) })
-	sh := newShell(t, g, server.Config)
+	sh := docblock.NewShell(t, g, server.Config)
 
 	t.Run("uninstall", func(t *testing.T) { testUninstall(t, server.Client, sh) })
 	t.Run("annotations", func(t *testing.T) { testAnnotations(t, server.Client, sh) })
@@ -61,7 +62,7 @@ func TestDocCommands(t *testing.T) {
 // testUpgrade runs docs/operations.md's upgrade block with a stand-in for clusterctl that records
 // its arguments (test/clusterctl runs the upgrade itself with clusterctl's library): it must pass
 // the quick start's --config, which holds the settings of `init`.
-func testUpgrade(t *testing.T, sh *shell) {
+func testUpgrade(t *testing.T, sh *docblock.Shell) {
 	g := NewWithT(t)
 	repo := t.TempDir()
 	block := shellBlock(g, "operations.md", "clusterctl upgrade apply")
@@ -72,12 +73,12 @@ func testUpgrade(t *testing.T, sh *shell) {
 
 // testMetricsReader runs docs/operations.md's block that lets a Prometheus scrape the manager,
 // with its placeholders filled in: the ServiceAccount gets the metrics reader ClusterRole.
-func testMetricsReader(t *testing.T, c client.Client, sh *shell) {
+func testMetricsReader(t *testing.T, c client.Client, sh *docblock.Shell) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	block := shellBlock(g, "operations.md", "create clusterrolebinding")
-	sh.run(g, "", fill(block, map[string]string{
+	sh.Run(g, "", fill(block, map[string]string{
 		"<prometheus-namespace>": "monitoring", "<prometheus-serviceaccount>": "prometheus",
 	}))
 	binding := &rbacv1.ClusterRoleBinding{}
@@ -89,7 +90,7 @@ func testMetricsReader(t *testing.T, c client.Client, sh *shell) {
 
 // testUninstall runs docs/operations.md's uninstall block step by step. The ControlPlaneEtcds are
 // in two namespaces, neither the kubeconfig's, so a step that loses the namespace fails.
-func testUninstall(t *testing.T, c client.Client, sh *shell) {
+func testUninstall(t *testing.T, c client.Client, sh *docblock.Shell) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -115,7 +116,7 @@ func testUninstall(t *testing.T, c client.Client, sh *shell) {
 	// Step 0 is advice for the reader, with nothing to run.
 	g.Expect(commands(step["0"])).To(BeEmpty(), "step 0 runs nothing:\n%s", step["0"])
 
-	sh.run(g, "", step["1"])
+	sh.Run(g, "", step["1"])
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(cpeGVK)
 	g.Expect(c.List(ctx, list)).To(Succeed())
@@ -127,21 +128,21 @@ func testUninstall(t *testing.T, c client.Client, sh *shell) {
 
 	// Step 2 lists the Machines that still carry the hook; the manager takes the hooks off in
 	// Observe, which this test does in its place, and then step 2 prints nothing.
-	g.Expect(strings.Fields(sh.run(g, "", step["2"]))).To(ConsistOf("team-a/alpha-cp-0", "team-b/beta-cp-0"))
+	g.Expect(strings.Fields(sh.Run(g, "", step["2"]))).To(ConsistOf("team-a/alpha-cp-0", "team-b/beta-cp-0"))
 	for _, key := range hooked {
 		m := &clusterv1.Machine{}
 		g.Expect(c.Get(ctx, key, m)).To(Succeed())
 		delete(m.Annotations, hook)
 		g.Expect(c.Update(ctx, m)).To(Succeed())
 	}
-	g.Expect(sh.run(g, "", step["2"])).To(BeEmpty(), "step 2 prints nothing once no Machine carries the hook")
+	g.Expect(sh.Run(g, "", step["2"])).To(BeEmpty(), "step 2 prints nothing once no Machine carries the hook")
 
-	sh.run(g, "", step["3"])
+	sh.Run(g, "", step["3"])
 	d := &appsv1.Deployment{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: managerDeployment}, d)).To(Succeed())
 	g.Expect(*d.Spec.Replicas).To(BeZero(), "step 3 stops the manager")
 
-	sh.run(g, "", step["4"])
+	sh.Run(g, "", step["4"])
 	g.Expect(c.List(ctx, list)).To(Succeed())
 	g.Expect(list.Items).To(BeEmpty(), "step 4 deletes every ControlPlaneEtcd")
 
@@ -155,7 +156,7 @@ func testUninstall(t *testing.T, c client.Client, sh *shell) {
 
 // testAnnotations runs each block that annotates one Machine, with the page's <ns> and <machine>
 // filled in, and checks the Machine's annotations after it.
-func testAnnotations(t *testing.T, c client.Client, sh *shell) {
+func testAnnotations(t *testing.T, c client.Client, sh *docblock.Shell) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -192,7 +193,7 @@ func testAnnotations(t *testing.T, c client.Client, sh *shell) {
 			g.Expect(c.Create(ctx, machine(ns, tc.machine, tc.before))).To(Succeed())
 
 			block := shellBlock(g, tc.page, tc.contains)
-			sh.run(g, "", fill(block, map[string]string{"<ns>": ns, "<machine>": tc.machine}))
+			sh.Run(g, "", fill(block, map[string]string{"<ns>": ns, "<machine>": tc.machine}))
 
 			m := &clusterv1.Machine{}
 			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tc.machine}, m)).To(Succeed())
@@ -203,9 +204,9 @@ func testAnnotations(t *testing.T, c client.Client, sh *shell) {
 
 // clusterctlArgs runs script with $REPO (the quick start's release directory) set to repo and a
 // stand-in for clusterctl that records its arguments, and returns them.
-func clusterctlArgs(g Gomega, sh *shell, repo, script string) []string {
+func clusterctlArgs(g Gomega, sh *docblock.Shell, repo, script string) []string {
 	args := filepath.Join(repo, "clusterctl-args")
-	sh.run(g, "REPO="+repo+"\nclusterctl() { printf '%s\\n' \"$@\" > "+args+"; }", script)
+	sh.Run(g, "REPO="+repo+"\nclusterctl() { printf '%s\\n' \"$@\" > "+args+"; }", script)
 	recorded, err := os.ReadFile(args)
 	g.Expect(err).NotTo(HaveOccurred(), "the block runs clusterctl")
 	return strings.Fields(string(recorded))

@@ -49,7 +49,7 @@ func installCore(ctx context.Context, t *testing.T, m *env.Management) {
 	cm, err := sourceConfigMap(coreNamespace, coreName, version, []byte(strings.Join(docs, "\n---\n")), metadata)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(m.Client.Create(ctx, cm)).To(Succeed())
-	core := newProvider("CoreProvider", coreNamespace, coreName, version, "")
+	core := newProvider("CoreProvider", coreNamespace, coreName, version)
 	g.Expect(m.Client.Create(ctx, core)).To(Succeed())
 	waitInstalled(ctx, t, m.Client, core, version)
 

@@ -2,9 +2,12 @@
 // Operator's own controller (sigs.k8s.io/cluster-api-operator's manager, built by
 // hack/build-operator.sh at the version of hack/tools/cluster-api-operator/go.mod and run as its
 // own process) against the test environment's management apiserver, from ConfigMaps holding the
-// components and metadata.yaml that the project's release code (hack/release-manifests) builds,
-// and checks the result against what `clusterctl init` makes of the same release with the same
-// variables (clusterctl's own library renders it).
+// components and metadata.yaml that the project's release code (hack/release-manifests) builds.
+// docs/install-with-operator.md's Install and Upgrade blocks create the ConfigMaps, the variables
+// Secret and the AddonProvider and patch it, run as the page gives them with bash and kubectl
+// (test/env/docblock, as test/docs runs the other pages' blocks). The test checks the result
+// against what `clusterctl init` makes of the same release with the same variables
+// (clusterctl's own library renders it).
 //
 // Real here: kube-apiserver and etcd, Cluster API's CRDs, the operator's CRDs
 // (config/crd/bases of its module), its admission webhooks (config/webhook/manifests.yaml,

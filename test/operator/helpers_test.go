@@ -23,9 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env"
+	"github.com/etcd-adapter/etcd-adapter/test/env/docblock"
 	"github.com/etcd-adapter/etcd-adapter/test/env/parentdeath"
 )
 
@@ -153,7 +151,7 @@ func startOperator(ctx context.Context, t *testing.T, m *env.Management) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	g.Expect(writeKubeconfig(m.Config, kubeconfig)).To(Succeed())
+	g.Expect(docblock.WriteKubeconfig(m.Config, kubeconfig)).To(Succeed())
 	wio := m.WebhookInstallOptions()
 	logPath := filepath.Join(dir, "operator.log")
 	logFile, err := os.Create(logPath)
@@ -225,9 +223,8 @@ func sourceConfigMap(namespace, provider, version string, components, metadata [
 }
 
 // newProvider is an operator provider object of kind, installing version from the ConfigMap
-// labelled for name and version in its namespace, with the variables of secret (none when
-// empty).
-func newProvider(kind, namespace, name, version, secret string) *unstructured.Unstructured {
+// labelled for name and version in its namespace.
+func newProvider(kind, namespace, name, version string) *unstructured.Unstructured {
 	p := &unstructured.Unstructured{}
 	p.SetGroupVersionKind(operatorGroupVersion.WithKind(kind))
 	p.SetNamespace(namespace)
@@ -235,9 +232,6 @@ func newProvider(kind, namespace, name, version, secret string) *unstructured.Un
 	spec := map[string]any{
 		"version":     version,
 		"fetchConfig": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{sourceLabel: name, versionLabel: version}}},
-	}
-	if secret != "" {
-		spec["configSecret"] = map[string]any{"name": secret}
 	}
 	p.Object["spec"] = spec
 	return p
@@ -314,17 +308,4 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		}
 	}
 	return false
-}
-
-func writeKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"management": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}},
-		Contexts:       map[string]*clientcmdapi.Context{"management": {Cluster: "management", AuthInfo: "admin"}},
-		CurrentContext: "management",
-	}
-	if err := clientcmd.WriteToFile(kc, path); err != nil {
-		return fmt.Errorf("failed to write the kubeconfig %s: %w", path, err)
-	}
-	return nil
 }

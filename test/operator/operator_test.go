@@ -2,6 +2,10 @@ package operator
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -9,19 +13,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/docblock"
 )
 
 // TestOperatorInstallAndUpgrade installs etcd-adapter v0.1.0 as an AddonProvider with the Cluster
-// API Operator's controller, from a ConfigMap built by the project's release code and two
-// clusterctl variables in spec.configSecret, then upgrades it to v0.2.0 by adding that version's
-// ConfigMap and changing spec.version and the version its selector matches. After each, the operator reports the version installed and
-// the management cluster holds what `clusterctl init` (clusterctl's library) makes of the same
-// release and variables: the CRD, the Deployment with the variables' values, both webhook
-// configurations, RBAC, Services, cert-manager's Issuer and Certificates, all with clusterctl's
-// labels. The upgrade keeps the CRD (so every ControlPlaneEtcd) and the variables' values.
+// API Operator's controller by running docs/install-with-operator.md's Install block (a ConfigMap
+// of a release built by the project's release code, two clusterctl variables in
+// spec.configSecret), then upgrades it to v0.2.0 by running the page's Upgrade block (that
+// version's ConfigMap, spec.version and the selector's version patched). After each, the
+// operator reports the version installed and the management cluster holds what `clusterctl init`
+// (clusterctl's library) makes of the same release and variables: the CRD, the Deployment with
+// the variables' values, both webhook configurations, RBAC, Services, cert-manager's Issuer and
+// Certificates, all with clusterctl's labels. The upgrade keeps the CRD (so every ControlPlaneEtcd) and the variables' values.
 func TestOperatorInstallAndUpgrade(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -36,14 +42,19 @@ func TestOperatorInstallAndUpgrade(t *testing.T) {
 	startOperator(ctx, t, m)
 	installCore(ctx, t, m)
 
-	g.Expect(m.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: addonNamespace}})).To(Succeed())
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: addonNamespace, Name: variablesSecret}, StringData: variables}
-	g.Expect(m.Client.Create(ctx, secret)).To(Succeed())
-	source, err := sourceConfigMap(addonNamespace, addon, "v0.1.0", releases["v0.1.0"].components, releases["v0.1.0"].metadata)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(m.Client.Create(ctx, source)).To(Succeed())
-	p := newProvider("AddonProvider", addonNamespace, addon, "v0.1.0", variablesSecret)
-	g.Expect(m.Client.Create(ctx, p)).To(Succeed())
+	sh := docblock.NewShell(t, g, m.Config)
+	runPageBlock(t, g, sh, releases["v0.1.0"], "v0.1.0")
+	secret := &corev1.Secret{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: variablesSecret}, secret)).To(Succeed())
+	applied := map[string]string{}
+	for k, v := range secret.Data {
+		applied[k] = string(v)
+	}
+	g.Expect(applied).To(Equal(variables), "the page's variables are the ones clusterctl renders with here")
+	p := &unstructured.Unstructured{}
+	p.SetGroupVersionKind(operatorGroupVersion.WithKind("AddonProvider"))
+	p.SetNamespace(addonNamespace)
+	p.SetName(addon)
 	waitInstalled(ctx, t, m.Client, p, "v0.1.0")
 
 	d := deployment(ctx, g, m.Client)
@@ -55,16 +66,10 @@ func TestOperatorInstallAndUpgrade(t *testing.T) {
 	g.Expect(m.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
 	// The operator reads and writes clusterctl's inventory through its own provider objects
 	// (internal/controller/client_proxy.go): clusterctl's inventory CRD is neither needed nor made.
-	err = m.Client.Get(ctx, client.ObjectKey{Name: "providers.clusterctl.cluster.x-k8s.io"}, &apiextensionsv1.CustomResourceDefinition{})
+	err := m.Client.Get(ctx, client.ObjectKey{Name: "providers.clusterctl.cluster.x-k8s.io"}, &apiextensionsv1.CustomResourceDefinition{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "clusterctl's inventory CRD: %v", err)
 
-	source, err = sourceConfigMap(addonNamespace, addon, "v0.2.0", releases["v0.2.0"].components, releases["v0.2.0"].metadata)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(m.Client.Create(ctx, source)).To(Succeed())
-	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-	g.Expect(unstructured.SetNestedField(p.Object, "v0.2.0", "spec", "version")).To(Succeed())
-	g.Expect(unstructured.SetNestedField(p.Object, "v0.2.0", "spec", "fetchConfig", "selector", "matchLabels", versionLabel)).To(Succeed())
-	g.Expect(m.Client.Update(ctx, p)).To(Succeed())
+	runPageBlock(t, g, sh, releases["v0.2.0"], "v0.2.0")
 	waitInstalled(ctx, t, m.Client, p, "v0.2.0")
 
 	d = deployment(ctx, g, m.Client)
@@ -83,4 +88,21 @@ func deployment(ctx context.Context, g Gomega, c client.Client) *appsv1.Deployme
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, d)).To(Succeed())
 	g.Expect(d.Spec.Template.Spec.Containers).To(HaveLen(1))
 	return d
+}
+
+// runPageBlock runs the block of docs/install-with-operator.md that builds version's release,
+// as the page gives it, with kubectl against the management cluster. The block opens with
+// `make release-manifests IMG=<image>`; the test checks that line is exactly that, with
+// version's image, and runs the lines after it in a directory whose out/ is r. It does not run
+// make: make would write the repository's out/, and its metadata.yaml would lack the release
+// series v0.2 that buildReleases adds; r is built by the code make runs (hack/release-manifests).
+func runPageBlock(t *testing.T, g Gomega, sh *docblock.Shell, r release, version string) {
+	t.Helper()
+	build := "make release-manifests IMG=" + image(version)
+	block := docblock.ShellBlock(g, filepath.Join(repoRoot, "docs"), "install-with-operator.md", build)
+	first, rest, _ := strings.Cut(block, "\n")
+	g.Expect(first).To(Equal(build), "the block opens with the release build the test stands in for, not %q", first)
+	dir := t.TempDir()
+	g.Expect(os.Symlink(r.dir, filepath.Join(dir, "out"))).To(Succeed())
+	sh.Run(g, fmt.Sprintf("cd %q", dir), rest)
 }

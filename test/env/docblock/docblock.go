@@ -1,0 +1,85 @@
+// Package docblock runs the documentation's shell blocks as the pages give them: a block is
+// taken from a page's ```sh fences unchanged and run with bash and the test assets' kubectl
+// against a test apiserver. test/docs and test/operator use it.
+package docblock
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+)
+
+// ShellBlock returns the one ```sh block of docsDir/page that contains s, as the page gives it.
+func ShellBlock(g gomega.Gomega, docsDir, page, s string) string {
+	doc, err := os.ReadFile(filepath.Join(docsDir, page))
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	var found []string
+	for _, p := range strings.Split(string(doc), "```sh\n")[1:] {
+		block, _, _ := strings.Cut(p, "```")
+		if strings.Contains(block, s) {
+			found = append(found, block)
+		}
+	}
+	g.Expect(found).To(gomega.HaveLen(1), "docs/%s has one sh block with %q", page, s)
+	return found[0]
+}
+
+// Shell runs the docs' blocks with bash and kubectl v1.36.3 from the test assets on the PATH,
+// against a test apiserver, in a HOME of its own (kubectl's discovery cache).
+type Shell struct {
+	kubeconfig string
+	home       string
+	path       string
+}
+
+// NewShell writes a kubeconfig for cfg and finds kubectl in the test assets.
+func NewShell(t testing.TB, g gomega.Gomega, cfg *rest.Config) *Shell {
+	t.Helper()
+	assets, err := env.AssetsDir()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	kubectl := filepath.Join(assets, "kubectl")
+	// A missing kubectl is an error, never a skip: `make envtest-assets` builds it.
+	g.Expect(kubectl).To(gomega.BeAnExistingFile(), "kubectl in the test assets (run `make envtest-assets`)")
+	home := t.TempDir()
+	kubeconfig := filepath.Join(home, "kubeconfig")
+	g.Expect(WriteKubeconfig(cfg, kubeconfig)).To(gomega.Succeed())
+	return &Shell{kubeconfig: kubeconfig, home: home, path: assets + string(os.PathListSeparator) + os.Getenv("PATH")}
+}
+
+// Run runs script, unchanged, with bash (-e, -u, pipefail) after prelude (for example a
+// stand-in for clusterctl, or a cd) and returns its standard output; a failing script fails
+// the test.
+func (s *Shell) Run(g gomega.Gomega, prelude, script string) string {
+	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+prelude+"\n"+script)
+	cmd.Env = []string{"KUBECONFIG=" + s.kubeconfig, "HOME=" + s.home, "PATH=" + s.path}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "the docs' commands:\n%s\nfailed:\n%s%s", script, stdout.String(), stderr.String())
+	return stdout.String()
+}
+
+// WriteKubeconfig writes a kubeconfig for cfg (a client certificate of system:masters) whose
+// context has no namespace, as an administrator's usually has none but default.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
+	kc.CurrentContext = "test"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("failed to write the kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
