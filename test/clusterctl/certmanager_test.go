@@ -61,39 +61,10 @@ func TestInstallWithCertManager(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	binaries := certManagerBinaries(t)
-	// A short path: a Unix socket's is limited to 107 bytes.
-	sockets, err := os.MkdirTemp("", "egress-")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
-	network, err := startServiceNetwork(sockets)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = network.close() })
-	egress, err := network.egressSelectorConfig(t.TempDir())
-	g.Expect(err).NotTo(HaveOccurred())
-	r := newRepository(t, "v0.1.0")
-	m := startManagementWith(ctx, t, r, managementOptions{
-		crdPaths:       []string{certManagerCRDs(t)},
-		apiServerFlags: map[string]string{"egress-selector-config-file": egress},
-	})
-	logs := logDir(t)
+	in := installWithCertManager(ctx, t)
+	m, network, logs, ca := in.m, in.network, in.logs, in.ca
 
-	start := time.Now()
-	startProcess(t, filepath.Join(binaries, "controller"), filepath.Join(logs, "cert-manager-controller.log"), "--kubeconfig="+m.Kubeconfig.Path)
-	r.install(ctx, t, m, "v0.1.0")
-	t.Logf("clusterctl init with real cert-manager took %s", time.Since(start).Round(time.Millisecond))
-	for _, name := range []string{caCertificate, servingCertificate, metricsCertificate} {
-		g.Eventually(func() bool { return m.certificateReady(ctx, g, name) }).WithTimeout(3*time.Minute).Should(BeTrue(), "cert-manager issued Certificate %s", name)
-	}
-	t.Logf("cert-manager issued the components' certificates %s after it started", time.Since(start).Round(time.Millisecond))
-	ca := m.secret(ctx, g, caSecret)
-	verifyLeaf(g, m.secret(ctx, g, servingSecret), ca, webhookService+"."+addonNamespace+".svc")
-	verifyLeaf(g, m.secret(ctx, g, metricsSecret), ca, metricsService+"."+addonNamespace+".svc")
-
-	d := &appsv1.Deployment{}
-	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, d)).To(Succeed())
-	bin, err := managerproc.Build(ctx, t.TempDir(), m.Config)
-	g.Expect(err).NotTo(HaveOccurred())
+	d, bin := in.deployment, in.bin
 	manager := m.startReplica(ctx, t, bin, d, logs, "manager")
 	webhookAddr, backends := m.serviceBackends(ctx, g, d, webhookService, manager)
 	network.route(webhookAddr, backends...)
@@ -103,11 +74,7 @@ func TestInstallWithCertManager(t *testing.T) {
 	g.Expect(m.dryRunMachine(ctx, machine)).To(MatchError(ContainSubstring("x509")),
 		"without the injected CA kube-apiserver does not trust the webhook, and the hook webhook fails closed")
 
-	injecting := time.Now()
-	startProcess(t, filepath.Join(binaries, "cainjector"), filepath.Join(logs, "cert-manager-cainjector.log"), "--kubeconfig="+m.Kubeconfig.Path)
-	g.Eventually(func() [][]byte { return m.caBundles(ctx, g) }).WithTimeout(2*time.Minute).Should(HaveEach(Equal(ca.Data["ca.crt"])),
-		"cainjector filled every webhook's caBundle of both configurations with the components' CA")
-	t.Logf("cainjector injected the CA %s after it started", time.Since(injecting).Round(time.Millisecond))
+	in.injectCA(ctx, t)
 
 	before := network.connected(webhookAddr)
 	g.Eventually(func() error { return m.hookAdded(ctx, machine) }).WithTimeout(time.Minute).Should(Succeed())
@@ -126,6 +93,71 @@ func TestInstallWithCertManager(t *testing.T) {
 	g.Eventually(func() error { return m.hookAdded(ctx, machine) }).WithTimeout(time.Minute).Should(Succeed())
 
 	m.rotateServingCertificate(ctx, t, g, network, manager, d, machine, ca)
+}
+
+// certManagerInstall is a management cluster where clusterctl installed etcd-adapter and real
+// cert-manager issued its certificates.
+type certManagerInstall struct {
+	m          *management
+	network    *serviceNetwork
+	logs       string
+	binaries   string
+	ca         *corev1.Secret
+	deployment *appsv1.Deployment
+	bin        managerproc.Binary
+}
+
+// installWithCertManager starts a management cluster whose kube-apiserver reaches Services
+// through a serviceNetwork, with cert-manager's CRDs and its controller running as a process,
+// runs clusterctl init of etcd-adapter, and waits until cert-manager issued the components' CA,
+// webhook and metrics certificates. cainjector is not started. It builds the manager binary.
+func installWithCertManager(ctx context.Context, t *testing.T) *certManagerInstall {
+	t.Helper()
+	g := NewWithT(t)
+	in := &certManagerInstall{binaries: certManagerBinaries(t)}
+	// A short path: a Unix socket's is limited to 107 bytes.
+	sockets, err := os.MkdirTemp("", "egress-")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
+	in.network, err = startServiceNetwork(sockets)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = in.network.close() })
+	egress, err := in.network.egressSelectorConfig(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	r := newRepository(t, "v0.1.0")
+	m := startManagementWith(ctx, t, r, managementOptions{
+		crdPaths:       []string{certManagerCRDs(t)},
+		apiServerFlags: map[string]string{"egress-selector-config-file": egress},
+	})
+	in.m, in.logs = m, logDir(t)
+
+	start := time.Now()
+	startProcess(t, filepath.Join(in.binaries, "controller"), filepath.Join(in.logs, "cert-manager-controller.log"), "--kubeconfig="+m.Kubeconfig.Path)
+	r.install(ctx, t, m, "v0.1.0")
+	t.Logf("clusterctl init with real cert-manager took %s", time.Since(start).Round(time.Millisecond))
+	for _, name := range []string{caCertificate, servingCertificate, metricsCertificate} {
+		g.Eventually(func() bool { return m.certificateReady(ctx, g, name) }).WithTimeout(3*time.Minute).Should(BeTrue(), "cert-manager issued Certificate %s", name)
+	}
+	t.Logf("cert-manager issued the components' certificates %s after it started", time.Since(start).Round(time.Millisecond))
+	in.ca = m.secret(ctx, g, caSecret)
+	verifyLeaf(g, m.secret(ctx, g, servingSecret), in.ca, webhookService+"."+addonNamespace+".svc")
+	verifyLeaf(g, m.secret(ctx, g, metricsSecret), in.ca, metricsService+"."+addonNamespace+".svc")
+
+	in.deployment = &appsv1.Deployment{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, in.deployment)).To(Succeed())
+	in.bin, err = managerproc.Build(ctx, t.TempDir(), m.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	return in
+}
+
+// injectCA starts cainjector and waits until it filled every webhook's caBundle.
+func (in *certManagerInstall) injectCA(ctx context.Context, t *testing.T) {
+	t.Helper()
+	injecting := time.Now()
+	startProcess(t, filepath.Join(in.binaries, "cainjector"), filepath.Join(in.logs, "cert-manager-cainjector.log"), "--kubeconfig="+in.m.Kubeconfig.Path)
+	NewWithT(t).Eventually(func(g Gomega) [][]byte { return in.m.caBundles(ctx, g) }).WithTimeout(2*time.Minute).Should(HaveEach(Equal(in.ca.Data["ca.crt"])),
+		"cainjector filled every webhook's caBundle of both configurations with the components' CA")
+	t.Logf("cainjector injected the CA %s after it started", time.Since(injecting).Round(time.Millisecond))
 }
 
 // rotateServingCertificate makes cert-manager renew the webhook's serving certificate as
@@ -166,6 +198,8 @@ type admissionPoll struct {
 	mu       sync.Mutex
 	ok       int
 	failures []string
+	// failed holds when each failed admission was asked.
+	failed []time.Time
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
@@ -178,12 +212,14 @@ func (m *management) pollAdmissions(ctx context.Context, machine *clusterv1.Mach
 	go func() {
 		defer p.wg.Done()
 		for ctx.Err() == nil {
+			asked := time.Now()
 			err := m.hookAdded(ctx, machine)
 			p.mu.Lock()
 			if err == nil {
 				p.ok++
 			} else if ctx.Err() == nil {
 				p.failures = append(p.failures, err.Error())
+				p.failed = append(p.failed, asked)
 			}
 			p.mu.Unlock()
 			select {

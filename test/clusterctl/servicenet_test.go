@@ -33,6 +33,7 @@ type serviceNetwork struct {
 
 	mu       sync.Mutex
 	backends map[string][]string
+	ready    map[string]func() bool
 	next     map[string]int
 	conns    map[net.Conn]struct{}
 	// connects counts the CONNECTs that reached a backend, per ClusterIP address.
@@ -48,7 +49,7 @@ func startServiceNetwork(dir string) (*serviceNetwork, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to listen for the service network: %w", err)
 	}
-	n := &serviceNetwork{listener: l, backends: map[string][]string{}, next: map[string]int{},
+	n := &serviceNetwork{listener: l, backends: map[string][]string{}, ready: map[string]func() bool{}, next: map[string]int{},
 		conns: map[net.Conn]struct{}{}, connects: map[string]*atomic.Int64{}}
 	n.server = &http.Server{Handler: http.HandlerFunc(n.connect), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.server.Serve(l) }()
@@ -90,6 +91,16 @@ func (n *serviceNetwork) route(service string, backends ...string) {
 	}
 }
 
+// readiness makes backend an endpoint only while ready reports true: the kubelet marks a Pod
+// whose container ended not Ready, and the EndpointSlice controller and kube-proxy then stop
+// sending it connections. Here that happens as soon as ready says so; in a cluster it takes a
+// second or two, during which a connection to the ended Pod is refused.
+func (n *serviceNetwork) readiness(backend string, ready func() bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ready[backend] = ready
+}
+
 // connected returns how many connections to service reached a backend.
 func (n *serviceNetwork) connected(service string) int64 {
 	n.mu.Lock()
@@ -103,7 +114,12 @@ func (n *serviceNetwork) connected(service string) int64 {
 func (n *serviceNetwork) pick(service string) (string, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	b := n.backends[service]
+	var b []string
+	for _, addr := range n.backends[service] {
+		if ready := n.ready[addr]; ready == nil || ready() {
+			b = append(b, addr)
+		}
+	}
 	if len(b) == 0 {
 		return "", false
 	}
