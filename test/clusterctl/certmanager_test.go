@@ -200,8 +200,8 @@ type admissionPoll struct {
 	failures []string
 	// failed holds when each failed admission was asked.
 	failed []time.Time
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // pollAdmissions starts an admissionPoll of machine.
