@@ -64,6 +64,11 @@ func TestDeployedReplicasLeaderKill(t *testing.T) {
 	}, 2*time.Minute, 50*time.Millisecond).ShouldNot(BeNil(), "the removal of the Machine's member is under way")
 	killed := time.Now()
 	g.Expect(replicas[leader].Kill()).To(Succeed())
+	// Only the leader releases the hook, so a hook still on the Machine after the kill is a removal
+	// the killed replica had not finished.
+	atKill := &clusterv1.Machine{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(doomed), atKill)).To(Succeed())
+	g.Expect(atKill.Annotations).To(HaveKey(v1alpha1.PreTerminateHookAnnotation), "the removal was unfinished at the kill")
 
 	g.Eventually(func(g Gomega) string { return m.leaseHolder(ctx, g) }, 2*time.Minute).ShouldNot(Equal(holder), "the other replica takes the Lease")
 	t.Logf("the other replica took the Lease %s after the kill (Lease duration %s, retry period %s)",
