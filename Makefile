@@ -12,6 +12,10 @@ PROMTOOL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/promtool
 # The Cluster API Operator's manager (hack/tools/cluster-api-operator) with its CRDs and webhook
 # configurations, keyed by the operator's version and the tool module's go.sum, for test/operator.
 OPERATOR_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/cluster-api-operator
+# cert-manager's controller and CA injector (hack/tools/cert-manager) likewise, keyed by the
+# cert-manager version and the tool module's sources, for the install test with real
+# cert-manager (test/clusterctl).
+CERT_MANAGER_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/cert-manager
 
 .PHONY: help
 help: ## List targets.
@@ -40,9 +44,13 @@ TEST_PKGS ?= $(LONG_PKGS) $(shell $(GO) list ./... | grep -v -x $(foreach p,$(LO
 # test environment's processes do not outlive.
 TEST_TIMEOUT ?= 70m
 
+.PHONY: cert-manager
+cert-manager: ## Build cert-manager's controller and cainjector into CERT_MANAGER_CACHE (once per version).
+	@hack/build-cert-manager.sh "$(CERT_MANAGER_CACHE)" >/dev/null
+
 .PHONY: test
-test: envtest-assets promtool cluster-api-operator ## Run every test (unit, fuzz seeds, real-component suites); TEST_PKGS selects.
-	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" PROMTOOL_DIR="$$(hack/build-promtool.sh "$(PROMTOOL_CACHE)")" OPERATOR_DIR="$$(hack/build-operator.sh "$(OPERATOR_CACHE)")" $(GO) test $(TEST_PKGS) -count=1 -timeout $(TEST_TIMEOUT)
+test: envtest-assets promtool cluster-api-operator cert-manager ## Run every test (unit, fuzz seeds, real-component suites); TEST_PKGS selects.
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" PROMTOOL_DIR="$$(hack/build-promtool.sh "$(PROMTOOL_CACHE)")" OPERATOR_DIR="$$(hack/build-operator.sh "$(OPERATOR_CACHE)")" CERT_MANAGER_DIR="$$(hack/build-cert-manager.sh "$(CERT_MANAGER_CACHE)")" $(GO) test $(TEST_PKGS) -count=1 -timeout $(TEST_TIMEOUT)
 	$(if $(filter file,$(origin TEST_PKGS)),@$(MAKE) --no-print-directory test-modules)
 
 # The modules nested in this repository, each with its own go.mod so a provider imports them at its
@@ -59,8 +67,8 @@ test-modules: envtest-assets ## Test the nested modules (pkg/etcd, pkg/k3s, exam
 # management apiservers, from releases built by release-manifests' code: test/clusterctl. `make test`
 # runs it too; this target runs it alone.
 .PHONY: test-clusterctl
-test-clusterctl: envtest-assets ## clusterctl init, upgrade, move and delete of the addon (test/clusterctl).
-	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" $(GO) test ./test/clusterctl -count=1 -timeout $(TEST_TIMEOUT)
+test-clusterctl: envtest-assets cert-manager ## clusterctl init (also with real cert-manager), upgrade, move and delete of the addon (test/clusterctl).
+	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" CERT_MANAGER_DIR="$$(hack/build-cert-manager.sh "$(CERT_MANAGER_CACHE)")" $(GO) test ./test/clusterctl -count=1 -timeout $(TEST_TIMEOUT)
 
 # The Cluster API Operator's own controller (a process) installs the addon as an AddonProvider
 # from ConfigMaps and upgrades it, checked against what clusterctl init makes of the same release:

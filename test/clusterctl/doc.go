@@ -27,12 +27,26 @@
 //     with an open schema: the components' Issuer and Certificates are stored, and nothing
 //     issues them.
 //
-// Applied but not run: the components' Deployment (no kubelet runs Pods; the manager runs in
+// Applied but not run in the other tests: the components' Deployment (no kubelet runs Pods; the manager runs in
 // this process instead, as `manager.Run` with the same flags' defaults), and the Certificates
 // (no cert-manager). The webhook configurations the components install name the webhook Service
 // and take their caBundle from cert-manager's CA injector; the test points them at the
 // in-process manager's webhook server and its CA instead, which is what the Service and the
 // injector would do in a cluster.
+//
+// TestInstallWithCertManager runs what the other tests stand in for. cert-manager is real: its
+// controller and CA injector (hack/tools/cert-manager, over cert-manager's own packages at the
+// version its go.mod names) run as processes against the management apiserver, which holds
+// cert-manager's own CRDs; they issue the components' certificates and inject the CA into both
+// webhook configurations. The manager runs as its own process with the arguments and
+// environment of the Deployment clusterctl rendered, its Secret volumes kept as directories the
+// way the kubelet keeps them. kube-apiserver calls the webhooks by their Service: its egress
+// selector sends the traffic for the cluster network to an HTTP CONNECT proxy the test runs
+// (serviceNetwork), which forwards a Service's ClusterIP to the manager process's port as
+// kube-proxy forwards it to a Pod; the TLS between kube-apiserver and the manager is end to end.
+// TestDeployedReplicasLeaderKill runs the Deployment's two replicas so, both behind the Service,
+// and kills the Lease holder during a member removal. What still does not run: a kubelet, Pods,
+// kube-proxy and DNS.
 //
 // No Cluster controller runs: a Cluster's status (infrastructure provisioned, control plane
 // initialized) is set by the test, also on the target of a move, where clusterctl creates the

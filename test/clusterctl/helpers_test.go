@@ -85,12 +85,29 @@ type management struct {
 // clusterctl records it (see doc.go), with the cert-manager stand-in. It is stopped when t ends.
 func startManagement(ctx context.Context, t *testing.T, r *repository) *management {
 	t.Helper()
+	return startManagementWith(ctx, t, r, managementOptions{})
+}
+
+// managementOptions shape a management cluster beyond startManagement's.
+type managementOptions struct {
+	// crdPaths are CRD manifests installed with Cluster API's; when set (cert-manager's own
+	// CRDs) the cert-manager stand-in is not installed.
+	crdPaths []string
+	// apiServerFlags are kube-apiserver flags (env.APIServerOptions.Flags).
+	apiServerFlags map[string]string
+}
+
+// startManagementWith is startManagement with o.
+func startManagementWith(ctx context.Context, t *testing.T, r *repository, o managementOptions) *management {
+	t.Helper()
 	g := NewWithT(t)
 	mgmt, err := env.StartManagementWith(ctx, env.ManagementOptions{
 		Scheme: scheme(),
 		// No webhook configuration is installed here (clusterctl installs the components'); this
 		// only gives the apiserver a local webhook server address and a serving CA.
-		Webhooks: &envtest.WebhookInstallOptions{},
+		Webhooks:          &envtest.WebhookInstallOptions{},
+		CRDDirectoryPaths: o.crdPaths,
+		APIServerFlags:    o.apiServerFlags,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	m := &management{Management: mgmt}
@@ -103,7 +120,9 @@ func startManagement(ctx context.Context, t *testing.T, r *repository) *manageme
 	m.Kubeconfig = clusterctlclient.Kubeconfig{Path: filepath.Join(t.TempDir(), "kubeconfig"), Context: "management"}
 	g.Expect(writeKubeconfig(mgmt.Config, m.Kubeconfig.Path)).To(Succeed())
 	g.Expect(m.recordCoreProvider(ctx, r)).To(Succeed())
-	g.Expect(installCertManagerStandIn(ctx, mgmt.Client)).To(Succeed())
+	if len(o.crdPaths) == 0 {
+		g.Expect(installCertManagerStandIn(ctx, mgmt.Client)).To(Succeed())
+	}
 	return m
 }
 

@@ -37,6 +37,10 @@ type APIServerOptions struct {
 	// webhook server (envtest serves their certificates); WebhookInstallOptions returns where
 	// that server must listen.
 	Webhooks *envtest.WebhookInstallOptions
+
+	// Flags are kube-apiserver flags set beside the environment's own (for example
+	// egress-selector-config-file); a flag named here overrides the environment's value.
+	Flags map[string]string
 }
 
 // APIServer is a real kube-apiserver backed by its own etcd, both started from the binaries that
@@ -92,6 +96,9 @@ func newEnvironment(assets, certDir string, opts APIServerOptions) *envtest.Envi
 	// connected ClusterCache holds some) before it exits; with it the HTTP server shuts down 2s
 	// after in-flight requests drained.
 	apiServer.Configure().Set("shutdown-send-retry-after", "true")
+	for name, value := range opts.Flags {
+		apiServer.Configure().Set(name, value)
+	}
 	e := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		Scheme:                   opts.Scheme,

@@ -42,6 +42,10 @@ func CreateControlPlaneMachine(ctx context.Context, c client.Client, in MachineI
 	return m, nil
 }
 
+// ControlPlaneMachine returns the control-plane Machine CreateControlPlaneMachine creates, not
+// created (for a dry-run admission, say).
+func ControlPlaneMachine(in MachineInput) *clusterv1.Machine { return controlPlaneMachine(in) }
+
 func controlPlaneMachine(in MachineInput) *clusterv1.Machine {
 	return &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{

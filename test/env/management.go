@@ -60,6 +60,8 @@ type ManagementOptions struct {
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Webhooks installs admission webhook configurations (see APIServerOptions.Webhooks).
 	Webhooks *envtest.WebhookInstallOptions
+	// APIServerFlags are kube-apiserver flags (see APIServerOptions.Flags).
+	APIServerFlags map[string]string
 }
 
 // StartManagementWith is StartManagement with extra CRDs and webhooks installed.
@@ -77,6 +79,7 @@ func StartManagementWith(ctx context.Context, opts ManagementOptions) (*Manageme
 		CRDs:              append([]*apiextensionsv1.CustomResourceDefinition{infra.MachineCRD()}, opts.CRDs...),
 		CRDDirectoryPaths: append([]string{crdDir}, opts.CRDDirectoryPaths...),
 		Webhooks:          opts.Webhooks,
+		Flags:             opts.APIServerFlags,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the management apiserver: %w", err)

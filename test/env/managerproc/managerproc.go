@@ -65,6 +65,11 @@ type Options struct {
 	Args []string
 	// Env are variables for this process alone (GOMEMLIMIT, GODEBUG), added to this process's.
 	Env []string
+	// AsDeployed runs the process with Args alone (the rendered Deployment's, their paths and
+	// ports made local by the caller): no webhook, diagnostics or profiler flag of Start's, only
+	// the kubeconfig and, last so that it wins, the health address Start probes. Diagnostics is
+	// then empty: the caller knows where, and with which certificate, the process serves them.
+	AsDeployed bool
 }
 
 // Start runs the binary with webhooks off, no profiler, plain-HTTP diagnostics on a free port and
@@ -83,8 +88,13 @@ func (b Binary) Start(ctx context.Context, o Options) (*Process, error) {
 		return nil, fmt.Errorf("failed to create the manager log: %w", err)
 	}
 	defer func() { _ = log.Close() }()
-	cmd := exec.Command(b.Path, append([]string{"--kubeconfig=" + b.Kubeconfig, "--enable-webhooks=false",
-		"--health-addr=" + health, "--insecure-diagnostics", "--diagnostics-address=" + diag, "--profiler-address="}, o.Args...)...)
+	args := append([]string{"--kubeconfig=" + b.Kubeconfig, "--enable-webhooks=false",
+		"--health-addr=" + health, "--insecure-diagnostics", "--diagnostics-address=" + diag, "--profiler-address="}, o.Args...)
+	if o.AsDeployed {
+		args = append(append([]string{"--kubeconfig=" + b.Kubeconfig}, o.Args...), "--health-addr="+health)
+		diag = ""
+	}
+	cmd := exec.Command(b.Path, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), o.Env...)
 	parentdeath.Set(cmd)
