@@ -140,6 +140,42 @@ func TestReconciler_removalFlow(t *testing.T) {
 			},
 		},
 		{
+			name:    "A removal the backend confirms (Removed) releases the hook in the pass that asked for it, the closed record stored before the hook goes",
+			prepare: func(s *scope) { deleting(s.machines[1]) },
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{2}))
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeFalse())
+				g.Expect(run.removalAtMachinePatch).To(ConsistOf(HaveValue(And(HaveField("MemberID", "2"), HaveField("Result", v1alpha1.RemovalRemoved), HaveField("EndTime", Not(BeNil()))))))
+			},
+		},
+		{
+			name:    "A pass that removed a member and released its hook ends there: the next Machine's removal waits for an observation without that member",
+			members: 5,
+			prepare: func(s *scope) {
+				deleting(s.machines[3]).DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				deleting(s.machines[4])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{4}))
+				g.Expect(run.hooked(g, run.s.machines[3])).To(BeFalse())
+				g.Expect(run.hooked(g, run.s.machines[4])).To(BeTrue())
+				g.Expect(run.s.requeue().RequeueAfter).To(Equal(confirmRequeueAfter))
+			},
+		},
+		{
+			name: "A Machine with a second member keeps its hook once the first is confirmed removed; the record is closed and the pass ends",
+			prepare: func(s *scope) {
+				deleting(s.machines[1])
+				s.snapshot.Members = append(s.snapshot.Members, etcd.Member{ID: 9, Name: "cp-1-again", NodeName: "cp-1", IsLearner: true})
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.RemovedMembers).To(HaveLen(1))
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeTrue())
+				g.Expect(run.s.cpe.Status.Removal).To(HaveValue(And(HaveField("MachineName", "m-cp-1"), HaveField("Result", v1alpha1.RemovalRemoved), HaveField("EndTime", Not(BeNil())))))
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Message", ContainSubstring("1 more to remove"))))
+			},
+		},
+		{
 			name: "A kubeadm member whose Node object was deleted still belongs to its Machine: blocked on quorum, the hook stays",
 			down: []int{0},
 			prepare: func(s *scope) {
@@ -153,7 +189,8 @@ func TestReconciler_removalFlow(t *testing.T) {
 			},
 		},
 		{
-			name: "A Machine without a Node whose member is found by name keeps its hook until the member is removed",
+			name:    "A Machine without a Node whose member is found by name keeps its hook until the member is removed",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{3: {State: etcd.RemovalInProgress, Reason: "not confirmed yet"}}},
 			prepare: func(s *scope) {
 				m := deleting(s.machines[2])
 				m.Status.NodeRef = clusterv1.MachineNodeReference{}
