@@ -138,7 +138,8 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 			after(removalPollInterval), err
 	case moved != "":
 		r.atStep(ctx, StepLeaderMoved)
-		return acted(v1alpha1.ProgressingMemberRemovalReason, moved).after(removalPollInterval), nil
+		// The removal can be asked at once, on the next pass's fresh observation.
+		return acted(v1alpha1.ProgressingMemberRemovalReason, moved).after(confirmRequeueAfter), nil
 	}
 	// Important! Write-ahead: the record is persisted before the backend is asked, so a manager
 	// that stops right after asking finds the removal in flight and confirms it through the

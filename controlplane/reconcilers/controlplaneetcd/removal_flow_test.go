@@ -176,6 +176,66 @@ func TestReconciler_removalFlow(t *testing.T) {
 			},
 		},
 		{
+			name:    "Leadership moved off the member to remove: the next pass, which asks for the removal, comes at once",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) { deleting(s.machines[0]) },
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(HaveLen(1))
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty(), "one change per pass")
+				g.Expect(run.s.requeue().RequeueAfter).To(Equal(confirmRequeueAfter))
+			},
+		},
+		{
+			name:    "A deleting Machine still draining has leadership moved off its member, and nothing removed, so its hook phase needs no pass for it",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(HaveLen(1))
+				g.Expect(run.backend.MovedLeader[0][0].ID).To(Equal(uint64(1)), "off the leading member of the deleting Machine")
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+				g.Expect(run.hooked(g, run.s.machines[0])).To(BeTrue())
+				g.Expect(run.s.cpe.Status.Removal).To(BeNil())
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Message", ContainSubstring("while Machine m-cp-0 is deleting"))))
+				g.Expect(run.s.requeue().RequeueAfter).To(Equal(confirmRequeueAfter))
+			},
+		},
+		{
+			name:    "A deleting Machine that waits for another provider's hook has leadership moved off its member",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).Annotations[clusterv1.PreTerminateDeleteHookAnnotationPrefix+"/other-provider"] = ""
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(HaveLen(1))
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+			},
+		},
+		{
+			name:    "A draining Machine whose leading member does not answer keeps leadership for its hook phase to handle: no move, no Warning while it drains",
+			down:    []int{0},
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(BeEmpty())
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Message", ContainSubstring("waiting for drain"))))
+			},
+		},
+		{
+			name:    "A draining Machine whose member does not lead changes nothing",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[1]).Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(BeEmpty())
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+			},
+		},
+		{
 			name: "A kubeadm member whose Node object was deleted still belongs to its Machine: blocked on quorum, the hook stays",
 			down: []int{0},
 			prepare: func(s *scope) {
