@@ -28,7 +28,7 @@ func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.
 	}
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
-	removal, err := s.backend.RemoveMember(callCtx, member)
+	removal, err := s.askRemoval(callCtx, member)
 	switch {
 	case err != nil:
 		return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Confirming the removal of etcd member %s of Machine %s failed, retrying: %v", rec.Member, m.Name, err)).

@@ -28,7 +28,7 @@ func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *cluster
 	leaderNotReachable := true
 	for _, c := range candidates {
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
-		move, err := s.backend.MoveLeader(callCtx, target, c)
+		move, err := s.askLeaderMove(callCtx, target, c)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", c, err))

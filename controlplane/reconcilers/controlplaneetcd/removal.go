@@ -156,7 +156,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	r.atStep(ctx, StepRemovalRecorded)
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
-	removal, err := s.backend.RemoveMember(callCtx, target)
+	removal, err := s.askRemoval(callCtx, target)
 	r.atStep(ctx, StepRemovalRequested)
 	if err != nil {
 		msg := fmt.Sprintf("Removing etcd member %s of Machine %s failed, retrying: %v", target, m.Name, err)
