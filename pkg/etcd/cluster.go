@@ -32,6 +32,23 @@ type Cluster interface {
 	RemoveMember(ctx context.Context, m Member) (Removal, error)
 }
 
+// ObservedChanger is implemented by backends that can make a change through the observation one
+// of their own Snapshots was built from, instead of observing every member again first. A
+// caller that decided the change on that Snapshot moments ago (the quorum projection, in the
+// same reconcile) saves an observation; the change then acts on what the decision saw.
+//
+// Important! A Snapshot is a decision's input only while it is fresh: a caller holding one from
+// an earlier reconcile calls RemoveMember or MoveLeader, which observe first.
+type ObservedChanger interface {
+	// RemoveMemberObserved is RemoveMember through the observation snap was built from, or
+	// through a new one when snap is not the backend's latest Observe (another caller observed
+	// since, or snap is not the backend's).
+	RemoveMemberObserved(ctx context.Context, snap *Snapshot, m Member) (Removal, error)
+	// MoveLeaderObserved is MoveLeader through the observation snap was built from, or through
+	// a new one when snap is not the backend's latest Observe.
+	MoveLeaderObserved(ctx context.Context, snap *Snapshot, from, to Member) (LeaderMove, error)
+}
+
 // RemovalWithdrawer is implemented by backends whose removal request outlives the call that made
 // it. K3s keeps `etcd.k3s.cattle.io/remove=true` as a standing order while the cluster is
 // unhealthy and executes it whenever the cluster recovers, even after the caller gave up.

@@ -29,7 +29,10 @@ const BackendName = "external"
 // DefaultCallTimeout bounds one etcd call (and the dial before it) when Config says nothing.
 const DefaultCallTimeout = 5 * time.Second
 
-var _ etcd.Cluster = &Backend{}
+var (
+	_ etcd.Cluster         = &Backend{}
+	_ etcd.ObservedChanger = &Backend{}
+)
 
 // Config says which external etcd to reach and how.
 type Config struct {

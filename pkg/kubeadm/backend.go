@@ -16,7 +16,10 @@ import (
 // BackendName is the Snapshot.Backend of this backend.
 const BackendName = "kubeadm"
 
-var _ etcd.Cluster = &Backend{}
+var (
+	_ etcd.Cluster         = &Backend{}
+	_ etcd.ObservedChanger = &Backend{}
+)
 
 // Backend is the etcd of one kubeadm workload cluster. It is safe for concurrent use. Its
 // member connections are kept between calls; Close closes them.

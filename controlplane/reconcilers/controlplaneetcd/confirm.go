@@ -28,21 +28,29 @@ func (r *Reconciler) confirmRemoval(ctx context.Context, s *scope, m *clusterv1.
 	}
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
-	removal, err := s.backend.RemoveMember(callCtx, member)
+	removal, err := s.askRemoval(callCtx, member)
 	switch {
 	case err != nil:
 		return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Confirming the removal of etcd member %s of Machine %s failed, retrying: %v", rec.Member, m.Name, err)).
 			after(removalPollInterval), nil
-	case removal.State == etcd.RemovalRemoved && remaining > 0:
-		s.closeRemoval(rec, v1alpha1.RemovalRemoved, removal.Reason)
-		return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s; %d more to remove", rec.Member, m.Name, remaining)).
-			after(confirmRequeueAfter), nil
 	case removal.State == etcd.RemovalRemoved:
-		r.atStep(ctx, StepRemovedBeforeRelease)
-		return released(), r.releaseRemoved(ctx, s, m, removal.Reason)
+		return r.removalConfirmed(ctx, s, m, rec, removal.Reason, remaining)
 	case removal.State == etcd.RemovalRejected:
 		return r.stopRemoval(s, m, rec, v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason), nil
 	}
 	return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", rec.Member, m.Name, removal.Reason)).
 		after(removalPollInterval), nil
+}
+
+// removalConfirmed ends the removal rec is about, which the backend confirmed (etcd.RemovalRemoved,
+// for why): the hook is released when none of the Machine's other members is left (remaining),
+// else the record is closed and the next pass removes the next one.
+func (r *Reconciler) removalConfirmed(ctx context.Context, s *scope, m *clusterv1.Machine, rec v1alpha1.MemberRemovalStatus, why string, remaining int) (outcome, error) {
+	if remaining > 0 {
+		s.closeRemoval(rec, v1alpha1.RemovalRemoved, why)
+		return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s; %d more to remove", rec.Member, m.Name, remaining)).
+			after(confirmRequeueAfter), nil
+	}
+	r.atStep(ctx, StepRemovedBeforeRelease)
+	return released(), r.releaseRemoved(ctx, s, m, why)
 }

@@ -18,7 +18,8 @@ const (
 	// Health changes of K3s members arrive as Node events sooner.
 	blockedRecheckInterval = 5 * time.Second
 
-	// confirmRequeueAfter comes back at once to confirm a removal on a fresh observation.
+	// confirmRequeueAfter comes back at once for the next step of a removal (after a leadership
+	// move, a snapshot, a removal), on a fresh observation.
 	confirmRequeueAfter = 100 * time.Millisecond
 
 	// unreachableRetryInterval re-observes a workload cluster that could not be reached, for

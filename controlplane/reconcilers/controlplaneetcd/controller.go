@@ -130,8 +130,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 const (
 	// StepQuorumChecked: the quorum projection allowed the removal; nothing was asked yet.
 	StepQuorumChecked = "QuorumChecked"
-	// StepLeaderMoved: leadership was moved off the member to remove; its removal was not
-	// asked yet (the next pass asks it on a fresh observation).
+	// StepLeaderMoved: leadership was moved off the member to remove (in its Machine's hook
+	// phase, or already while the Machine drains); its removal was not asked yet (a later pass
+	// asks it on a fresh observation).
 	StepLeaderMoved = "LeaderMoved"
 	// StepRemovalRecorded: status.removal says the removal is InProgress; nothing was asked yet.
 	StepRemovalRecorded = "RemovalRecorded"

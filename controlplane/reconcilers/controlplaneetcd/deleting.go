@@ -168,10 +168,12 @@ func (r *Reconciler) reconcileDeletingMachine(ctx context.Context, s *scope, m *
 	}
 	if reason := deletingReason(m); reason != clusterv1.MachineDeletingWaitingForPreTerminateHookReason {
 		// Drain and volume detach are not over; the Machine watch wakes us when they are.
-		return waiting(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s is deleting; waiting for drain and volume detach (Deleting reason %q)", m.Name, reason)), nil
+		return r.moveLeadershipEarly(ctx, s, m, waiting(v1alpha1.ProgressingMemberRemovalReason,
+			fmt.Sprintf("Machine %s is deleting; waiting for drain and volume detach (Deleting reason %q)", m.Name, reason))), nil
 	}
 	if others := s.otherPreTerminateHooks(m); len(others) > 0 {
-		return waiting(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Machine %s waits for pre-terminate hooks %s to be released first", m.Name, strings.Join(others, ", "))), nil
+		return r.moveLeadershipEarly(ctx, s, m, waiting(v1alpha1.ProgressingMemberRemovalReason,
+			fmt.Sprintf("Machine %s waits for pre-terminate hooks %s to be released first", m.Name, strings.Join(others, ", ")))), nil
 	}
 	return r.removeMembersOf(ctx, s, m)
 }

@@ -36,6 +36,9 @@ func TestReconciler_removalEvents(t *testing.T) {
 		wantType   string
 		wantReason string
 		wantText   string
+		// released: the step's two Events are followed by the two of the hook's release, in
+		// the same pass.
+		released bool
 	}{
 		{name: "removing a healthy member next to a broken one is blocked", down: []int{1}, machine: 2, backend: &etcdfake.Cluster{},
 			wantType: corev1.EventTypeWarning, wantReason: v1alpha1.EventMemberRemovalBlocked, wantText: "is not safe now"},
@@ -50,11 +53,11 @@ func TestReconciler_removalEvents(t *testing.T) {
 			wantType: corev1.EventTypeNormal, wantReason: v1alpha1.EventMemberRemoving, wantText: "waiting for K3s"},
 		{name: "a failed removal call says so", machine: 1, backend: &etcdfake.Cluster{RemoveMemberError: errors.New("connection refused")},
 			wantType: corev1.EventTypeWarning, wantReason: v1alpha1.EventMemberRemovalFailed, wantText: "connection refused"},
-		{name: "a removed member", machine: 1, backend: &etcdfake.Cluster{},
-			wantType: corev1.EventTypeNormal, wantReason: v1alpha1.EventMemberRemoved, wantText: "Removed etcd member cp-1 (2) of Node cp-1"},
+		{name: "a removed member, then the release of its Machine's hook", machine: 1, backend: &etcdfake.Cluster{},
+			wantType: corev1.EventTypeNormal, wantReason: v1alpha1.EventMemberRemoved, wantText: "Removed etcd member cp-1 (2) of Node cp-1", released: true},
 		{name: "a removed member of a backend whose IDs are not etcd's (K3s) is named by name and Node, with no ID", machine: 1, backend: &etcdfake.Cluster{},
 			prepare:  func(s *scope) { s.snapshot.SyntheticMemberIDs = true },
-			wantType: corev1.EventTypeNormal, wantReason: v1alpha1.EventMemberRemoved, wantText: "Removed etcd member cp-1 of Node cp-1"},
+			wantType: corev1.EventTypeNormal, wantReason: v1alpha1.EventMemberRemoved, wantText: "Removed etcd member cp-1 of Node cp-1", released: true},
 		{name: "a removal asked of a backend whose IDs are not etcd's (K3s) is named by name and Node, with no ID", machine: 1,
 			backend:  &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{2: {State: etcd.RemovalInProgress, Reason: "waiting for K3s"}}},
 			prepare:  func(s *scope) { s.snapshot.SyntheticMemberIDs = true },
@@ -90,7 +93,13 @@ func TestReconciler_removalEvents(t *testing.T) {
 
 			_, _ = r.reconcileDeletingMachine(context.Background(), s, m)
 
-			g.Expect(rec.events).To(HaveLen(2), fmt.Sprint(rec.events))
+			if tt.released {
+				g.Expect(rec.events).To(HaveLen(4), fmt.Sprint(rec.events))
+				g.Expect(rec.events[2]).To(matchEvent(corev1.EventTypeNormal, v1alpha1.EventHookReleased, "Machine", m.Name))
+				g.Expect(rec.events[3]).To(matchEvent(corev1.EventTypeNormal, v1alpha1.EventHookReleased, v1alpha1.ControlPlaneEtcdKind, "c"))
+			} else {
+				g.Expect(rec.events).To(HaveLen(2), fmt.Sprint(rec.events))
+			}
 			onMachine, onCPE := rec.events[0], rec.events[1]
 			g.Expect(onMachine).To(matchEvent(tt.wantType, tt.wantReason, "Machine", m.Name))
 			g.Expect(onMachine.Message).To(ContainSubstring(tt.wantText))

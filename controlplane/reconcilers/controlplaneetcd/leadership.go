@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
@@ -26,7 +28,7 @@ func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *cluster
 	leaderNotReachable := true
 	for _, c := range candidates {
 		callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
-		move, err := s.backend.MoveLeader(callCtx, target, c)
+		move, err := s.askLeaderMove(callCtx, target, c)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", c, err))
@@ -60,4 +62,44 @@ func (r *Reconciler) moveLeadershipOff(ctx context.Context, s *scope, m *cluster
 		return "", err
 	}
 	return "", nil
+}
+
+// moveLeadershipEarly moves leadership off the member of a deleting Machine that is not at its
+// pre-terminate hooks yet (drain, volume detach or other providers' hooks go first), so that the
+// removal needs no pass of its own for it once the hook phase comes: KCP, too, moves leadership
+// before it deletes a Machine, and again in its pre-terminate hook only in case that did not
+// happen (sigs.k8s.io/cluster-api v1.14.2 controlplane/kubeadm/reconcilers/kubeadmcontrolplane
+// scale.go and remediation.go, forwardEtcdLeadership). Moving leadership removes nothing, so
+// neither the quorum projection nor the snapshot gate is asked; the hook phase asks them before
+// the removal, and moves leadership then if it is back on the Machine or did not move.
+//
+// Only a leader that is healthy in this pass's observation is moved: a leader that does not
+// answer is the hook phase's (moveLeadershipOff removes it while it leads), not something to
+// retry and warn about while the Machine drains. wait is the Machine's outcome otherwise.
+func (r *Reconciler) moveLeadershipEarly(ctx context.Context, s *scope, m *clusterv1.Machine, wait outcome) outcome {
+	if s.snapshot == nil {
+		return wait
+	}
+	members := s.membersOf(m)
+	i := slices.IndexFunc(members, func(mb etcd.Member) bool { return mb.ID == s.snapshot.LeaderID })
+	if i < 0 || len(members) == len(s.snapshot.Members) || !healthy(s, members[i]) {
+		return wait
+	}
+	moved, err := r.moveLeadershipOff(ctx, s, m, members[i])
+	switch {
+	case err != nil:
+		ctrl.LoggerFrom(ctx).Info("Could not move etcd leadership off a deleting Machine yet; its pre-terminate hook phase moves it", "err", err.Error())
+		return wait
+	case moved == "":
+		return wait
+	}
+	r.atStep(ctx, StepLeaderMoved)
+	return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("%s while Machine %s is deleting", moved, m.Name)).after(confirmRequeueAfter)
+}
+
+// healthy reports whether member mb is healthy in this pass's observation.
+func healthy(s *scope, mb etcd.Member) bool {
+	return slices.ContainsFunc(etcd.AssessMembers(s.snapshot, s.now), func(h etcd.MemberHealth) bool {
+		return h.Member.ID == mb.ID && h.Health == etcd.Healthy
+	})
 }

@@ -34,3 +34,23 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) {
 		ctrl.LoggerFrom(ctx).V(2).Info("Failed to observe etcd", "err", s.observeErr.Error())
 	}
 }
+
+// askRemoval asks the backend to remove m through this pass's observation, the one the quorum
+// projection ran on, when the backend can (etcd.ObservedChanger): observing every member again
+// would cost a round of calls and decide nothing, since the projection is not run again on it.
+// Another backend observes again first.
+func (s *scope) askRemoval(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
+	if oc, ok := s.backend.(etcd.ObservedChanger); ok {
+		return oc.RemoveMemberObserved(ctx, s.snapshot, m)
+	}
+	return s.backend.RemoveMember(ctx, m)
+}
+
+// askLeaderMove asks the backend to move leadership off from to to through this pass's
+// observation when the backend can (etcd.ObservedChanger), as askRemoval.
+func (s *scope) askLeaderMove(ctx context.Context, from, to etcd.Member) (etcd.LeaderMove, error) {
+	if oc, ok := s.backend.(etcd.ObservedChanger); ok {
+		return oc.MoveLeaderObserved(ctx, s.snapshot, from, to)
+	}
+	return s.backend.MoveLeader(ctx, from, to)
+}

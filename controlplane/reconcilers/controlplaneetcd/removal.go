@@ -16,13 +16,16 @@ import (
 )
 
 // removeMembersOf runs one step of: fresh observation → quorum projection → move leadership →
-// record the removal → remove the member → (next pass) confirm → release.
+// record the removal → remove the member → confirm → release. The backend's answer to the
+// removal confirms it when it can (removeMember); a removal it could not confirm is confirmed in
+// a later pass (confirmRemoval).
 //
 // Important! The hook is released only on proof: no member belongs to the Machine by any
-// identity (etcd.MembersOfMachine) in this pass's fresh observation, and a removal recorded for
-// the Machine is confirmed by the backend (a linearizable member list for kubeadm, K3s's evidence
-// rules for K3s). A removal that stopped (Rejected, TimedOut) keeps the hook until a person
-// releases it or asks for a retry (retry.go), even once its member is not visible any more.
+// identity (etcd.MembersOfMachine) in this pass's fresh observation, but the one whose removal
+// the backend confirmed in this pass, and a removal recorded for the Machine is confirmed by the
+// backend (a linearizable member list for kubeadm, K3s's evidence rules for K3s). A removal
+// that stopped (Rejected, TimedOut) keeps the hook until a person releases it or asks for a
+// retry (retry.go), even once its member is not visible any more.
 func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1.Machine) (outcome, error) {
 	if record := s.removal(); record.stoppedFor(m) {
 		rec := record.status
@@ -51,7 +54,7 @@ func (r *Reconciler) removeMembersOf(ctx context.Context, s *scope, m *clusterv1
 	if o, overdue := r.stopIfOverdue(s, m, record.of(m, target, s.now)); overdue {
 		return o, nil
 	}
-	return r.removeMember(ctx, s, m, target)
+	return r.removeMember(ctx, s, m, target, len(targets)-1)
 }
 
 // lastMember decides for a deleting Machine that hosts every member left: the member is never
@@ -102,8 +105,9 @@ func noMemberReason(s *scope, m *clusterv1.Machine) string {
 }
 
 // removeMember re-checks quorum on a fresh observation, moves leadership off the target if it
-// leads, or else asks for the removal: one change per pass.
-func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member) (outcome, error) {
+// leads, or else asks for the removal: one change per pass. others is how many more members of
+// the Machine this pass's observation shows.
+func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member, others int) (outcome, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues(memberLogValues(s.snapshot, target)...)
 	// Important! This is the safety net right before the destructive call: the snapshot is this
 	// pass's own, taken moments ago.
@@ -134,7 +138,8 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 			after(removalPollInterval), err
 	case moved != "":
 		r.atStep(ctx, StepLeaderMoved)
-		return acted(v1alpha1.ProgressingMemberRemovalReason, moved).after(removalPollInterval), nil
+		// The removal can be asked at once, on the next pass's fresh observation.
+		return acted(v1alpha1.ProgressingMemberRemovalReason, moved).after(confirmRequeueAfter), nil
 	}
 	// Important! Write-ahead: the record is persisted before the backend is asked, so a manager
 	// that stops right after asking finds the removal in flight and confirms it through the
@@ -151,7 +156,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	r.atStep(ctx, StepRemovalRecorded)
 	callCtx, cancel := context.WithTimeout(ctx, r.callTimeout())
 	defer cancel()
-	removal, err := s.backend.RemoveMember(callCtx, target)
+	removal, err := s.askRemoval(callCtx, target)
 	r.atStep(ctx, StepRemovalRequested)
 	if err != nil {
 		msg := fmt.Sprintf("Removing etcd member %s of Machine %s failed, retrying: %v", target, m.Name, err)
@@ -163,15 +168,28 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	switch removal.State {
 	case etcd.RemovalRemoved:
 		r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoved, fmt.Sprintf("Removed etcd member %s of Node %s", memberWithID(s.snapshot, target), target.NodeName))
-		// Next pass confirms on a fresh observation and releases the hook (or removes the next
-		// member of the same Node).
-		s.openRemoval(m, target, "member removed; confirming")
-		return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s; confirming", target, m.Name)).after(confirmRequeueAfter), nil
+		return r.removedNow(ctx, s, m, target, removal.Reason, others)
 	case etcd.RemovalRejected:
 		return r.stopRemoval(s, m, s.removal().of(m, target, s.now), v1alpha1.RemovalRejected, v1alpha1.EventMemberRemovalRejected, removal.Reason), nil
 	}
 	r.event(s, m, corev1.EventTypeNormal, v1alpha1.EventMemberRemoving, fmt.Sprintf("Removing etcd member %s of Node %s: %s", memberWithID(s.snapshot, target), target.NodeName, removal.Reason))
 	return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removing etcd member %s of Machine %s: %s", target, m.Name, removal.Reason)).after(removalPollInterval), nil
+}
+
+// removedNow settles a removal the backend answered Removed, in the pass that asked for it: the
+// record is closed, and the hook released when the Machine has no other member.
+//
+// Important! Removed is the backend's proof that the member is gone (kubeadm and external: a
+// linearizable member list, asked after the MemberRemove, without it; K3s: its evidence rules),
+// the same proof confirmRemoval asks the backend for in a later pass, so waiting for that pass
+// would prove nothing more. The pass still ends here, released or not: its observation shows
+// the member it removed, so no other Machine's removal, and no ghost's, is decided on it.
+func (r *Reconciler) removedNow(ctx context.Context, s *scope, m *clusterv1.Machine, target etcd.Member, why string, others int) (outcome, error) {
+	o, err := r.removalConfirmed(ctx, s, m, s.removal().of(m, target, s.now), why, others)
+	if err != nil || o.step != stepReleased {
+		return o, err
+	}
+	return acted(v1alpha1.ProgressingMemberRemovalReason, fmt.Sprintf("Removed etcd member %s of Machine %s and released its hook", target, m.Name)).after(confirmRequeueAfter), nil
 }
 
 // memberWithID names a member for Events: etcd.Member.String, with etcd's member ID when the

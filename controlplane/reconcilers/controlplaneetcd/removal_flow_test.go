@@ -140,6 +140,102 @@ func TestReconciler_removalFlow(t *testing.T) {
 			},
 		},
 		{
+			name:    "A removal the backend confirms (Removed) releases the hook in the pass that asked for it, the closed record stored before the hook goes",
+			prepare: func(s *scope) { deleting(s.machines[1]) },
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{2}))
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeFalse())
+				g.Expect(run.removalAtMachinePatch).To(ConsistOf(HaveValue(And(HaveField("MemberID", "2"), HaveField("Result", v1alpha1.RemovalRemoved), HaveField("EndTime", Not(BeNil()))))))
+			},
+		},
+		{
+			name:    "A pass that removed a member and released its hook ends there: the next Machine's removal waits for an observation without that member",
+			members: 5,
+			prepare: func(s *scope) {
+				deleting(s.machines[3]).DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Minute)}
+				deleting(s.machines[4])
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(removedIDs(run.backend.Cluster)).To(Equal([]uint64{4}))
+				g.Expect(run.hooked(g, run.s.machines[3])).To(BeFalse())
+				g.Expect(run.hooked(g, run.s.machines[4])).To(BeTrue())
+				g.Expect(run.s.requeue().RequeueAfter).To(Equal(confirmRequeueAfter))
+			},
+		},
+		{
+			name: "A Machine with a second member keeps its hook once the first is confirmed removed; the record is closed and the pass ends",
+			prepare: func(s *scope) {
+				deleting(s.machines[1])
+				s.snapshot.Members = append(s.snapshot.Members, etcd.Member{ID: 9, Name: "cp-1-again", NodeName: "cp-1", IsLearner: true})
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.RemovedMembers).To(HaveLen(1))
+				g.Expect(run.hooked(g, run.s.machines[1])).To(BeTrue())
+				g.Expect(run.s.cpe.Status.Removal).To(HaveValue(And(HaveField("MachineName", "m-cp-1"), HaveField("Result", v1alpha1.RemovalRemoved), HaveField("EndTime", Not(BeNil())))))
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Message", ContainSubstring("1 more to remove"))))
+			},
+		},
+		{
+			name:    "Leadership moved off the member to remove: the next pass, which asks for the removal, comes at once",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) { deleting(s.machines[0]) },
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(HaveLen(1))
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty(), "one change per pass")
+				g.Expect(run.s.requeue().RequeueAfter).To(Equal(confirmRequeueAfter))
+			},
+		},
+		{
+			name:    "A deleting Machine still draining has leadership moved off its member, and nothing removed, so its hook phase needs no pass for it",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(HaveLen(1))
+				g.Expect(run.backend.MovedLeader[0][0].ID).To(Equal(uint64(1)), "off the leading member of the deleting Machine")
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+				g.Expect(run.hooked(g, run.s.machines[0])).To(BeTrue())
+				g.Expect(run.s.cpe.Status.Removal).To(BeNil())
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Message", ContainSubstring("while Machine m-cp-0 is deleting"))))
+				g.Expect(run.s.requeue().RequeueAfter).To(Equal(confirmRequeueAfter))
+			},
+		},
+		{
+			name:    "A deleting Machine that waits for another provider's hook has leadership moved off its member",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).Annotations[clusterv1.PreTerminateDeleteHookAnnotationPrefix+"/other-provider"] = ""
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(HaveLen(1))
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+			},
+		},
+		{
+			name:    "A draining Machine whose leading member does not answer keeps leadership for its hook phase to handle: no move, no Warning while it drains",
+			down:    []int{0},
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[0]).Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(BeEmpty())
+				g.Expect(run.s.progressing).To(HaveValue(HaveField("Message", ContainSubstring("waiting for drain"))))
+			},
+		},
+		{
+			name:    "A draining Machine whose member does not lead changes nothing",
+			backend: &etcdfake.Cluster{MoveLeaderResponse: etcd.LeaderMove{Outcome: etcd.LeaderMoved}},
+			prepare: func(s *scope) {
+				deleting(s.machines[1]).Status.Conditions[0].Reason = clusterv1.MachineDeletingDrainingNodeReason
+			},
+			check: func(g Gomega, run *flowRun) {
+				g.Expect(run.backend.MovedLeader).To(BeEmpty())
+				g.Expect(run.backend.RemovedMembers).To(BeEmpty())
+			},
+		},
+		{
 			name: "A kubeadm member whose Node object was deleted still belongs to its Machine: blocked on quorum, the hook stays",
 			down: []int{0},
 			prepare: func(s *scope) {
@@ -153,7 +249,8 @@ func TestReconciler_removalFlow(t *testing.T) {
 			},
 		},
 		{
-			name: "A Machine without a Node whose member is found by name keeps its hook until the member is removed",
+			name:    "A Machine without a Node whose member is found by name keeps its hook until the member is removed",
+			backend: &etcdfake.Cluster{RemoveMemberResponses: map[uint64]etcd.Removal{3: {State: etcd.RemovalInProgress, Reason: "not confirmed yet"}}},
 			prepare: func(s *scope) {
 				m := deleting(s.machines[2])
 				m.Status.NodeRef = clusterv1.MachineNodeReference{}

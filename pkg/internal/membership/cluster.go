@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,7 +18,8 @@ type Cluster struct {
 	Memory Memory
 	// Observer observes the cluster: asks every member at the places the backend knows, decides
 	// with Memory, places the members and builds the snapshot. It runs for every
-	// Observe and right before every change, so a change acts on what etcd says now.
+	// Observe and right before every change, so a change acts on what etcd says now, unless the
+	// caller decided the change on the latest Observe's snapshot (etcd.ObservedChanger).
 	Observer func(ctx context.Context) (*Observation, error)
 	// Refuse, when set, says why no member may be removed from the observed cluster (nil
 	// otherwise).
@@ -26,6 +28,10 @@ type Cluster struct {
 	CallTimeout time.Duration
 	// Logger is the logger of a call.
 	Logger func(ctx context.Context) logr.Logger
+
+	// last is the observation the latest Observe returned the snapshot of, for the changes a
+	// caller decides on that snapshot (etcd.ObservedChanger).
+	last atomic.Pointer[Observation]
 }
 
 // Observe asks every member for its status and member list, and reports what each said.
@@ -38,13 +44,29 @@ func (c *Cluster) Observe(ctx context.Context) (*etcd.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.last.Store(o)
 	return o.Snap, nil
+}
+
+// observed returns the observation snap was built from when it is the latest Observe's, else a
+// new one.
+func (c *Cluster) observed(ctx context.Context, snap *etcd.Snapshot) (*Observation, error) {
+	if o := c.last.Load(); o != nil && snap != nil && o.Snap == snap {
+		return o, nil
+	}
+	return c.Observer(ctx)
 }
 
 // MoveLeader moves leadership off member from to member to (Changer.MoveLeader), on an
 // observation made right before.
 func (c *Cluster) MoveLeader(ctx context.Context, from, to etcd.Member) (etcd.LeaderMove, error) {
-	o, err := c.Observer(ctx)
+	return c.MoveLeaderObserved(ctx, nil, from, to)
+}
+
+// MoveLeaderObserved is MoveLeader on the observation snap was built from, when snap is the
+// latest Observe's (etcd.ObservedChanger); else on a new one.
+func (c *Cluster) MoveLeaderObserved(ctx context.Context, snap *etcd.Snapshot, from, to etcd.Member) (etcd.LeaderMove, error) {
+	o, err := c.observed(ctx, snap)
 	if err != nil {
 		return etcd.LeaderMove{}, err
 	}
@@ -55,7 +77,14 @@ func (c *Cluster) MoveLeader(ctx context.Context, from, to etcd.Member) (etcd.Le
 // before, unless Refuse says why not. It is the caller's responsibility to check with
 // etcd.CanRemoveMember that the removal keeps quorum, right before calling.
 func (c *Cluster) RemoveMember(ctx context.Context, m etcd.Member) (etcd.Removal, error) {
-	o, err := c.Observer(ctx)
+	return c.RemoveMemberObserved(ctx, nil, m)
+}
+
+// RemoveMemberObserved is RemoveMember on the observation snap was built from, when snap is the
+// latest Observe's (etcd.ObservedChanger); else on a new one. Refuse and the re-check that the
+// ID is still a member run on that observation either way.
+func (c *Cluster) RemoveMemberObserved(ctx context.Context, snap *etcd.Snapshot, m etcd.Member) (etcd.Removal, error) {
+	o, err := c.observed(ctx, snap)
 	if err != nil {
 		return etcd.Removal{}, err
 	}
