@@ -18,15 +18,15 @@ var ErrNoLeader = errors.New("no running member knows a running leader")
 
 // Leader returns the running member that leads, as the running members' raft state says. It
 // reads the embedded servers in process, so it holds while a member's network is cut or its
-// client port refuses connections. Callers that expect an election wrap it in Eventually.
+// client port refuses connections; members run as processes of their own (Options.Binary) are
+// asked for their Status instead. Callers that expect an election wrap it in Eventually.
 func (c *Cluster) Leader() (*Member, error) {
 	members := c.Members()
 	for _, m := range members {
-		e := m.Etcd()
-		if e == nil || !m.Running() {
+		if !m.Running() {
 			continue
 		}
-		lead := uint64(e.Server.Leader())
+		lead := m.leaderID()
 		if lead == 0 {
 			continue
 		}
