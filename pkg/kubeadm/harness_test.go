@@ -135,7 +135,7 @@ func (harness) Start(t *testing.T, spec etcdtest.Spec) *etcdtest.Env {
 	t.Helper()
 	apiServer := workload
 	if spec.Isolated {
-		s, err := env.StartAPIServer(env.APIServerOptions{})
+		s, err := env.StartAPIServer(env.WorkloadAPIServerOptions())
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = s.Stop() })
 		apiServer = s

@@ -37,6 +37,13 @@ type APIServerOptions struct {
 	// webhook server (envtest serves their certificates); WebhookInstallOptions returns where
 	// that server must listen.
 	Webhooks *envtest.WebhookInstallOptions
+
+	// KubeAPIServer, when set, is the kube-apiserver binary to run instead of the assets
+	// directory's, with a parent-death wrapper beside it (see WorkloadKubeAPIServerEnvVar).
+	KubeAPIServer string
+	// KubernetesVersion, when set, is the version the apiserver must report; StartAPIServer
+	// fails otherwise.
+	KubernetesVersion string
 }
 
 // APIServer is a real kube-apiserver backed by its own etcd, both started from the binaries that
@@ -80,8 +87,18 @@ func StartAPIServer(opts APIServerOptions) (*APIServer, error) {
 	if err := EndWithTestProcess(s.env, assets); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
+	if opts.KubeAPIServer != "" {
+		if err := s.useKubeAPIServer(opts.KubeAPIServer); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(certDir))
+		}
+	}
 	if err := s.start(opts.Scheme); err != nil {
 		return nil, errors.Join(err, s.Stop())
+	}
+	if opts.KubernetesVersion != "" {
+		if err := s.checkVersion(opts.KubernetesVersion); err != nil {
+			return nil, errors.Join(err, s.Stop())
+		}
 	}
 	return s, nil
 }
