@@ -141,7 +141,9 @@ func (harness) Start(t *testing.T, spec etcdtest.Spec) *etcdtest.Env {
 		apiServer = s
 	}
 	w := startWorkloadCluster(t, apiServer, spec.Members)
-	return &etcdtest.Env{Cluster: w.backend(t), Nodes: append([]string(nil), w.nodes...), Faults: &faults{w: w}}
+	version, err := w.etcd.Version(t.Context())
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return &etcdtest.Env{Cluster: w.backend(t), Nodes: append([]string(nil), w.nodes...), Faults: &faults{w: w}, EtcdVersion: version}
 }
 
 // NotApplicable: the kubeadm backend runs every case.

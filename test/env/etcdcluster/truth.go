@@ -71,3 +71,26 @@ func listAndClose(ctx context.Context, cli *clientv3.Client) ([]*pb.Member, erro
 	}
 	return resp.Members, nil
 }
+
+// Version is the etcd version the running voters report in their Status (e.g. "3.5.35"), as
+// etcd itself says; an error when they report different ones.
+func (c *Cluster) Version(ctx context.Context) (string, error) {
+	var versions []string
+	for _, m := range c.Members() {
+		if !m.Running() || !m.isVoter() {
+			continue
+		}
+		_, v, err := m.status(ctx)
+		if err != nil {
+			return "", fmt.Errorf("failed to read the etcd version of member %s: %w", m.Name(), err)
+		}
+		if len(versions) > 0 && versions[0] != v {
+			return "", fmt.Errorf("etcd members run different versions: %s and %s", versions[0], v)
+		}
+		versions = append(versions, v)
+	}
+	if len(versions) == 0 {
+		return "", fmt.Errorf("failed to read the etcd version: no running voter")
+	}
+	return versions[0], nil
+}
