@@ -6,6 +6,9 @@ GO ?= go
 # Test binaries (kube-apiserver, etcd) are built from the Go module proxy into a cache outside
 # the repository, keyed by version, and reused when present.
 ASSETS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/assets
+# The etcd and kube-apiserver binaries of the compatibility matrix (make test-compat), keyed by
+# version the same way.
+COMPAT_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/compat
 # promtool and promql-metrics (hack/tools/promtool) are built the same way, keyed by the
 # Prometheus version and the tool module's go.sum, for test/monitoring.
 PROMTOOL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/etcd-adapter/promtool
@@ -76,6 +79,20 @@ test-clusterctl: envtest-assets cert-manager ## clusterctl init (also with real 
 .PHONY: test-operator
 test-operator: envtest-assets cluster-api-operator ## Install and upgrade the addon with the Cluster API Operator (test/operator).
 	KUBEBUILDER_ASSETS="$$(hack/build-assets.sh "$(ASSETS_CACHE)")" OPERATOR_DIR="$$(hack/build-operator.sh "$(OPERATOR_CACHE)")" $(GO) test ./test/operator -count=1 -timeout $(TEST_TIMEOUT)
+
+# The compatibility matrix of docs/compatibility.md, not part of `make test`: the kubeadm (behind
+# the port-forward) and external conformance suites on TLS clusters of etcd processes of each
+# COMPAT_ETCD version, and the port-forward protocol and kubeadm conformance suite through a
+# workload kube-apiserver of each COMPAT_KUBERNETES version (hack/test-compat.sh). The binaries
+# are built from the Go module proxy on first use (hack/build-compat.sh); one that cannot be
+# built fails the target. COMPAT_LOGDIR keeps the runs' logs.
+COMPAT_ETCD ?= v3.5 v3.6 v3.7
+COMPAT_KUBERNETES ?= v1.31 v1.37
+COMPAT_LOGDIR ?=
+.PHONY: test-compat
+test-compat: envtest-assets ## The version matrix: conformance on etcd v3.5, v3.6, v3.7 processes and through kube-apiserver v1.31 and v1.37.
+	COMPAT_ETCD="$(COMPAT_ETCD)" COMPAT_KUBERNETES="$(COMPAT_KUBERNETES)" COMPAT_LOGDIR="$(COMPAT_LOGDIR)" \
+	hack/test-compat.sh "$$(hack/build-assets.sh "$(ASSETS_CACHE)")" "$(COMPAT_CACHE)"
 
 BENCHTIME ?= 1x
 .PHONY: bench

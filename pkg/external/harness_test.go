@@ -180,7 +180,9 @@ func (harness) Start(t *testing.T, spec etcdtest.Spec) *etcdtest.Env {
 	// etcdcluster.DefaultIP: that is the address of every etcd Machine, as the registry passes an
 	// etcdadm Cluster's etcd Machine addresses, so members joined later are asked too.
 	b := e.backend(t, func(c *Config) { c.MachineHosts = []string{etcdcluster.DefaultIP} })
-	return &etcdtest.Env{Cluster: b, Nodes: slices.Clone(e.nodes), Faults: &faults{e: e}}
+	version, err := e.etcd.Version(t.Context())
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return &etcdtest.Env{Cluster: b, Nodes: slices.Clone(e.nodes), Faults: &faults{e: e}, EtcdVersion: version}
 }
 
 // NotApplicable: the external backend runs every case.

@@ -135,13 +135,15 @@ func (harness) Start(t *testing.T, spec etcdtest.Spec) *etcdtest.Env {
 	t.Helper()
 	apiServer := workload
 	if spec.Isolated {
-		s, err := env.StartAPIServer(env.APIServerOptions{})
+		s, err := env.StartAPIServer(env.WorkloadAPIServerOptions())
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = s.Stop() })
 		apiServer = s
 	}
 	w := startWorkloadCluster(t, apiServer, spec.Members)
-	return &etcdtest.Env{Cluster: w.backend(t), Nodes: append([]string(nil), w.nodes...), Faults: &faults{w: w}}
+	version, err := w.etcd.Version(t.Context())
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return &etcdtest.Env{Cluster: w.backend(t), Nodes: append([]string(nil), w.nodes...), Faults: &faults{w: w}, EtcdVersion: version}
 }
 
 // NotApplicable: the kubeadm backend runs every case.

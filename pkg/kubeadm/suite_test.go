@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	start := time.Now()
 	var err error
-	if workload, err = env.StartAPIServer(env.APIServerOptions{}); err != nil {
+	if workload, err = env.StartAPIServer(env.WorkloadAPIServerOptions()); err != nil {
 		fmt.Fprintf(os.Stderr, "failed to start the workload apiserver: %v\n", err)
 		return 1
 	}

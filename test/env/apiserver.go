@@ -41,6 +41,12 @@ type APIServerOptions struct {
 	// Flags are kube-apiserver flags set beside the environment's own (for example
 	// egress-selector-config-file); a flag named here overrides the environment's value.
 	Flags map[string]string
+	// KubeAPIServer, when set, is the kube-apiserver binary to run instead of the assets
+	// directory's, with a parent-death wrapper beside it (see WorkloadKubeAPIServerEnvVar).
+	KubeAPIServer string
+	// KubernetesVersion, when set, is the version the apiserver must report; StartAPIServer
+	// fails otherwise.
+	KubernetesVersion string
 }
 
 // APIServer is a real kube-apiserver backed by its own etcd, both started from the binaries that
@@ -84,8 +90,18 @@ func StartAPIServer(opts APIServerOptions) (*APIServer, error) {
 	if err := EndWithTestProcess(s.env, assets); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
+	if opts.KubeAPIServer != "" {
+		if err := s.useKubeAPIServer(opts.KubeAPIServer); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(certDir))
+		}
+	}
 	if err := s.start(opts.Scheme); err != nil {
 		return nil, errors.Join(err, s.Stop())
+	}
+	if opts.KubernetesVersion != "" {
+		if err := s.checkVersion(opts.KubernetesVersion); err != nil {
+			return nil, errors.Join(err, s.Stop())
+		}
 	}
 	return s, nil
 }

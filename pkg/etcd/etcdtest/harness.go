@@ -39,6 +39,9 @@ type Env struct {
 	Nodes []string
 	// Faults breaks the cluster and tells the ground truth, bypassing the backend.
 	Faults Faults
+	// EtcdVersion is the etcd version the members run (e.g. "3.5.35"), as etcd reports it; empty
+	// means v3.6 or later. The Status figures a backend can pass on depend on it.
+	EtcdVersion string
 
 	// healthy is the last healthy snapshot a case saw, for a later case of the same group that
 	// must name members after it broke the backend's access.

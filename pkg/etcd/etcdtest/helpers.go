@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -185,4 +186,17 @@ func others(nodes []string, exclude ...string) []string {
 		}
 	}
 	return out
+}
+
+// reportsQuota says whether etcd of version (e.g. "3.5.35"; empty means v3.6 or later) reports
+// its backend quota in StatusResponse: v3.6 and later do.
+func reportsQuota(version string) bool {
+	if version == "" {
+		return true
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return true
+	}
+	return major > 3 || (major == 3 && minor >= 6)
 }

@@ -32,7 +32,7 @@ func (c *Cluster) AlarmsByMember(ctx context.Context) (map[string][]*pb.AlarmMem
 	byMember := map[string][]*pb.AlarmMember{}
 	var errs []error
 	for _, m := range c.Members() {
-		if e := m.Etcd(); e == nil || !m.Running() || !isVoter(e) {
+		if !m.Running() || !m.isVoter() {
 			continue
 		}
 		alarms, err := m.alarms(ctx)

@@ -123,7 +123,7 @@ func (c *Cluster) ClusterID(ctx context.Context) (uint64, error) {
 func (c *Cluster) runningEndpoints() []string {
 	var eps []string
 	for _, m := range c.Members() {
-		if e := m.Etcd(); m.Running() && isVoter(e) {
+		if m.Running() && m.isVoter() {
 			eps = append(eps, m.ClientURL())
 		}
 	}

@@ -50,7 +50,11 @@ func newCluster(opts Options) (*Cluster, error) {
 	c := &Cluster{settings: &settings{
 		ca: opts.CA, token: randomToken(), tickMs: opts.TickMs, electionMs: opts.ElectionMs,
 		quotaBackendBytes: opts.QuotaBackendBytes, looseReconfig: opts.DisableStrictReconfigCheck, removes: &removeLog{},
+		binary: opts.Binary,
 	}}
+	if opts.Binary != "" {
+		c.settings.wantVersion = os.Getenv(VersionEnvVar)
+	}
 	if err := c.prepare(opts); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}

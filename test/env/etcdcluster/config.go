@@ -16,16 +16,19 @@ import (
 
 // settings are the cluster-wide parts of every member's configuration.
 type settings struct {
-	ca                *pki.CA
-	client            pki.KeyPair
-	dir               string
-	token             string
-	caFile            string
-	tickMs            uint
-	electionMs        uint
-	quotaBackendBytes int64
-	looseReconfig     bool
-	removes           *removeLog
+	// binary is the etcd binary members run as processes from, empty for in process;
+	// wantVersion the version they must report, empty for any.
+	binary, wantVersion string
+	ca                  *pki.CA
+	client              pki.KeyPair
+	dir                 string
+	token               string
+	caFile              string
+	tickMs              uint
+	electionMs          uint
+	quotaBackendBytes   int64
+	looseReconfig       bool
+	removes             *removeLog
 }
 
 // embedConfig builds the member's etcd configuration. Only the data directory is state: the

@@ -1,6 +1,7 @@
-// Package etcdcluster runs real etcd clusters in-process for tests: N members (1, 3, 5, 7)
-// from go.etcd.io/etcd/server/v3/embed, on loopback, with client and peer TLS and client
-// certificate authentication, all signed by one pki.CA. Each member is named after the Node
+// Package etcdcluster runs real etcd clusters for tests: N members (1, 3, 5, 7) in process
+// from go.etcd.io/etcd/server/v3/embed, or as processes of an etcd binary of another version
+// (Options.Binary, BinaryEnvVar; make test-compat), on loopback, with client and peer TLS and
+// client certificate authentication, all signed by one pki.CA. Each member is named after the Node
 // that hosts it, because kubeadm names etcd members after their Node and Cluster API relies
 // on that.
 //

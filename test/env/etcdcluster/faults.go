@@ -59,6 +59,7 @@ func (c *Cluster) StartSeparate(ctx context.Context, nodeName string) (*Cluster,
 		CA:         c.settings.ca,
 		TickMs:     c.settings.tickMs,
 		ElectionMs: c.settings.electionMs,
+		Binary:     c.settings.binary,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to start separate etcd cluster: %w", err)

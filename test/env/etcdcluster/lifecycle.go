@@ -10,7 +10,7 @@ import (
 // ErrWiped is returned when restarting a member whose data was wiped.
 var ErrWiped = errors.New("member data was wiped")
 
-// Stop closes the member gracefully, as systemd stopping etcd does: a leader first hands
+// Stop closes the member gracefully, as systemd stopping etcd does (SIGTERM to a process): a leader first hands
 // leadership to another voter, in-flight requests get a grace period, and peers learn that
 // the connection closed. Data is kept. Stopping a stopped member is a no-op.
 func (m *Member) Stop() error {
@@ -18,15 +18,21 @@ func (m *Member) Stop() error {
 	return nil
 }
 
-// Kill stops the member abruptly, as close to a SIGKILL as an in-process server allows: its
+// Kill stops the member abruptly: a member run as a process of its own (Options.Binary) gets
+// SIGKILL; an in-process member comes as close to it as an in-process server allows: its
 // listeners are closed first, then the raft loop is stopped without leadership transfer.
-// Note: unlike a real SIGKILL, the process still runs etcd's shutdown of the storage
+// Note: unlike a real SIGKILL, an in-process member still runs etcd's shutdown of the storage
 // backend, and established peer connections are closed (peers see EOF rather than a
 // timeout). Data is kept. Killing a stopped member is a no-op.
 func (m *Member) Kill() error {
 	m.mu.Lock()
-	e := m.etcd
+	e, p := m.etcd, m.proc
+	m.proc = nil
 	m.mu.Unlock()
+	if p != nil {
+		p.kill()
+		return nil
+	}
 	if e == nil {
 		return nil
 	}
@@ -80,9 +86,13 @@ func (m *Member) Wiped() bool {
 // close shuts the server down gracefully and waits until all of its goroutines returned.
 func (m *Member) close() {
 	m.mu.Lock()
-	e := m.etcd
-	m.etcd = nil
+	e, p := m.etcd, m.proc
+	m.etcd, m.proc = nil, nil
 	m.mu.Unlock()
+	if p != nil {
+		p.stop()
+		return
+	}
 	if e == nil {
 		return
 	}

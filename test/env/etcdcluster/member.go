@@ -25,6 +25,7 @@ type Member struct {
 
 	mu             sync.Mutex
 	etcd           *embed.Etcd
+	proc           *process
 	id             uint64
 	initialCluster string
 	clusterState   string
@@ -100,6 +101,9 @@ func (m *Member) ID() uint64 {
 // from the cluster (MemberRemove) stops its server by itself soon after, and is then not
 // running either.
 func (m *Member) Running() bool {
+	if p := m.process(); p != nil {
+		return !p.exited()
+	}
 	e := m.Etcd()
 	if e == nil {
 		return false
@@ -113,21 +117,64 @@ func (m *Member) Running() bool {
 }
 
 // Etcd returns the running embedded server, or nil; for assertions the client API cannot make.
+// It is nil for a member run as a process of its own (Options.Binary).
 func (m *Member) Etcd() *embed.Etcd {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.etcd
 }
 
+// process returns the member's etcd process, or nil when it runs in process or not at all.
+func (m *Member) process() *process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc
+}
+
+// leaderID is the member the running member knows as its leader, 0 when it knows none: the
+// embedded server's raft state, or a process's own Status.
+func (m *Member) leaderID() uint64 {
+	if m.process() != nil {
+		lead, _, _ := m.processStatus()
+		return lead
+	}
+	if e := m.Etcd(); e != nil {
+		return uint64(e.Server.Leader())
+	}
+	return 0
+}
+
+// isVoter reports whether the running member is a voting member by its own account.
+func (m *Member) isVoter() bool {
+	if p := m.process(); p != nil {
+		if p.voter.Load() {
+			return true
+		}
+		_, learner, ok := m.processStatus()
+		p.voter.Store(ok && !learner)
+		return ok && !learner
+	}
+	e := m.Etcd()
+	return e != nil && isVoter(e)
+}
+
 // start starts the member's etcd server; it does not wait for it to join.
 func (m *Member) start() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.etcd != nil {
+	if m.etcd != nil || m.proc != nil {
 		return fmt.Errorf("failed to start etcd member %s: already running", m.Name())
 	}
 	if m.wiped {
 		return fmt.Errorf("failed to start etcd member %s: %w", m.Name(), ErrWiped)
+	}
+	if m.settings.binary != "" {
+		p, err := m.startProcess()
+		if err != nil {
+			return err
+		}
+		m.proc = p
+		return nil
 	}
 	e, err := embed.StartEtcd(m.embedConfig())
 	if err != nil {
@@ -141,6 +188,9 @@ func (m *Member) start() error {
 // waitReady blocks until the member has joined the cluster and serves clients.
 // Note: etcd's ReadyNotify needs a quorum, because the member publishes itself via raft.
 func (m *Member) waitReady(ctx context.Context) error {
+	if p := m.process(); p != nil {
+		return m.waitProcessReady(ctx, p)
+	}
 	e := m.Etcd()
 	if e == nil {
 		return fmt.Errorf("etcd member %s is not running", m.Name())

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/pki"
 )
@@ -52,7 +53,22 @@ type Options struct {
 	DisableStrictReconfigCheck bool
 	// Dir is the parent of the cluster's temporary directory; empty means os.TempDir().
 	Dir string
+	// Binary, when set, runs each member as a process of its own from this etcd binary, with
+	// the same TLS, names and timing as in process, instead of embedding go.etcd.io/etcd/server
+	// (see BinaryEnvVar). Such a cluster records no MemberRemoveCalls: its gRPC server is out of
+	// reach.
+	Binary string
 }
+
+// BinaryEnvVar names the etcd binary that every cluster whose Options name none runs as
+// processes (Options.Binary); make test-compat sets it to each etcd version of the
+// compatibility matrix. Unset, members run in process.
+const BinaryEnvVar = "ETCD_ADAPTER_ETCD_BINARY"
+
+// VersionEnvVar names the etcd version (e.g. 3.5.35) that every member started from
+// BinaryEnvVar must report: Start fails when one reports another, so the matrix cannot pass on
+// a binary other than the one it names.
+const VersionEnvVar = "ETCD_ADAPTER_ETCD_VERSION"
 
 // Nodes returns n member specs for Nodes named "<prefix>-0" ... "<prefix>-<n-1>".
 func Nodes(prefix string, n int) []MemberSpec {
@@ -73,6 +89,14 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ElectionMs == 0 {
 		o.ElectionMs = DefaultElectionMs
+	}
+	if o.Binary == "" {
+		o.Binary = os.Getenv(BinaryEnvVar)
+	}
+	if o.Binary != "" {
+		if info, err := os.Stat(o.Binary); err != nil || info.IsDir() || info.Mode().Perm()&0o111 == 0 {
+			return o, fmt.Errorf("invalid options: etcd binary %q is not an executable file (%v)", o.Binary, err)
+		}
 	}
 	specs := make([]MemberSpec, len(o.Members))
 	for i, s := range o.Members {

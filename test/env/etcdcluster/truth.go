@@ -18,15 +18,15 @@ var ErrNoLeader = errors.New("no running member knows a running leader")
 
 // Leader returns the running member that leads, as the running members' raft state says. It
 // reads the embedded servers in process, so it holds while a member's network is cut or its
-// client port refuses connections. Callers that expect an election wrap it in Eventually.
+// client port refuses connections; members run as processes of their own (Options.Binary) are
+// asked for their Status instead. Callers that expect an election wrap it in Eventually.
 func (c *Cluster) Leader() (*Member, error) {
 	members := c.Members()
 	for _, m := range members {
-		e := m.Etcd()
-		if e == nil || !m.Running() {
+		if !m.Running() {
 			continue
 		}
-		lead := uint64(e.Server.Leader())
+		lead := m.leaderID()
 		if lead == 0 {
 			continue
 		}
@@ -70,4 +70,27 @@ func listAndClose(ctx context.Context, cli *clientv3.Client) ([]*pb.Member, erro
 		return nil, fmt.Errorf("failed to list etcd members: %w", err)
 	}
 	return resp.Members, nil
+}
+
+// Version is the etcd version the running voters report in their Status (e.g. "3.5.35"), as
+// etcd itself says; an error when they report different ones.
+func (c *Cluster) Version(ctx context.Context) (string, error) {
+	var versions []string
+	for _, m := range c.Members() {
+		if !m.Running() || !m.isVoter() {
+			continue
+		}
+		_, v, err := m.status(ctx)
+		if err != nil {
+			return "", fmt.Errorf("failed to read the etcd version of member %s: %w", m.Name(), err)
+		}
+		if len(versions) > 0 && versions[0] != v {
+			return "", fmt.Errorf("etcd members run different versions: %s and %s", versions[0], v)
+		}
+		versions = append(versions, v)
+	}
+	if len(versions) == 0 {
+		return "", fmt.Errorf("failed to read the etcd version: no running voter")
+	}
+	return versions[0], nil
 }

@@ -69,8 +69,10 @@ type Kubelet struct {
 	broken   bool
 	// portForwards counts the port-forward streams asked of this kubelet, whatever became of them.
 	portForwards int
-	notReady     *readyOverride
-	stopped      bool
+	// protocols counts the port-forward requests by the protocol they reached this kubelet in.
+	protocols map[string]int
+	notReady  *readyOverride
+	stopped   bool
 }
 
 // Start registers the Node (or adopts an existing one), starts serving the kubelet port and

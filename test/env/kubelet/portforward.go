@@ -43,6 +43,7 @@ func (k *Kubelet) servePortForward(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "kubelet stand-in is broken", http.StatusServiceUnavailable)
 		return
 	}
+	k.recordProtocol(req)
 	pod, status, err := k.podFor(req)
 	if err != nil {
 		http.Error(w, err.Error(), status)

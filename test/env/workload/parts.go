@@ -29,7 +29,7 @@ func (p *parts) useAPIServer(given *env.APIServer) error {
 		p.APIServer = given
 		return nil
 	}
-	s, err := env.StartAPIServer(env.APIServerOptions{})
+	s, err := env.StartAPIServer(env.WorkloadAPIServerOptions())
 	if err != nil {
 		return err
 	}
