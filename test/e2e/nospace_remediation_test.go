@@ -136,8 +136,10 @@ var _ = Describe("Remediation held by a NOSPACE alarm", func() {
 		Eventually(func(g Gomega) []uint64 { return memberIDsWith(ctx, g, c) }, reconcileTimeout).Should(And(HaveLen(2), Not(ContainElement(victimID))))
 		c.expectMembers(ctx, 2)
 		Expect(memberIDs(ctx, c)).To(Equal(slices.DeleteFunc(slices.Clone(before), func(id uint64) bool { return id == victimID })), "only the remediated Machine's member is removed")
+		// Note: the writes so far went through cp-0's member, which may be the one just removed.
+		survivor := memberClient(ctx, c, survivingNode(c, victimNode))
 		Eventually(func() error {
-			_, err := writer.Put(ctx, "/registry/after-nospace", "written")
+			_, err := survivor.Put(ctx, "/registry/after-nospace", "written")
 			return err
 		}, reconcileTimeout).Should(Succeed())
 	}, SpecTimeout(10*time.Minute))
@@ -182,6 +184,17 @@ func (c *testCluster) setMaintenance(ctx context.Context, spec *v1alpha1.Mainten
 
 // memberClient is an etcd client of the member on the Node only, as the kube-apiserver of a
 // kubeadm control plane writes through its own member (--etcd-servers=https://127.0.0.1:2379).
+// survivingNode is the Node of a member other than the one on gone.
+func survivingNode(c *testCluster, gone string) string {
+	for _, m := range c.workload.Etcd.Members() {
+		if m.NodeName() != gone {
+			return m.NodeName()
+		}
+	}
+	Fail("no member on a Node other than " + gone)
+	return ""
+}
+
 func memberClient(ctx context.Context, c *testCluster, node string) *clientv3.Client {
 	cli, err := c.workload.Etcd.MemberOnNode(node).NewClient(ctx)
 	Expect(err).NotTo(HaveOccurred())
