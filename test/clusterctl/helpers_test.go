@@ -36,6 +36,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
 	"github.com/etcd-adapter/etcd-adapter/test/env/infra"
 	"github.com/etcd-adapter/etcd-adapter/test/env/inprocess"
+	"github.com/etcd-adapter/etcd-adapter/test/env/releasetool"
 )
 
 const (
@@ -311,7 +312,7 @@ func newRepository(t *testing.T, versions ...string) *repository {
 		out, err := cmd.CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), "release-manifests for %s: %s", v, out)
 		series := metadata.DeepCopy()
-		addSeries(series, v)
+		g.Expect(releasetool.AddSeries(series, v)).To(Succeed())
 		b, err := yaml.Marshal(series)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(os.WriteFile(filepath.Join(dir, "metadata.yaml"), b, 0o600)).To(Succeed())
@@ -340,20 +341,6 @@ func newRepository(t *testing.T, versions ...string) *repository {
 
 	g.Expect(r.writeConfig(versions[0])).To(Succeed())
 	return r
-}
-
-// addSeries adds v's release series to m unless m has it.
-func addSeries(m *clusterctlv1.Metadata, v string) {
-	var major, minor int32
-	if _, err := fmt.Sscanf(v, "v%d.%d.", &major, &minor); err != nil {
-		panic(fmt.Sprintf("version %s: %v", v, err))
-	}
-	for _, s := range m.ReleaseSeries {
-		if s.Major == major && s.Minor == minor {
-			return
-		}
-	}
-	m.ReleaseSeries = append(m.ReleaseSeries, clusterctlv1.ReleaseSeries{Major: major, Minor: minor, Contract: clusterv1.GroupVersion.Version})
 }
 
 // writeConfig writes clusterctl.yaml: both providers (the addon's URL names version, the

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -32,6 +31,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/docblock"
 	"github.com/etcd-adapter/etcd-adapter/test/env/parentdeath"
+	"github.com/etcd-adapter/etcd-adapter/test/env/releasetool"
 )
 
 const (
@@ -92,7 +92,7 @@ func buildReleases(t *testing.T, versions ...string) map[string]release {
 		dir := filepath.Join(base, addonLabel, v)
 		out, err := exec.Command(releaseManifests, "-root", repoRoot, "-out", dir, "-image", image(v)).CombinedOutput() //nolint:gosec // the test's own arguments
 		g.Expect(err).NotTo(HaveOccurred(), "release-manifests for %s: %s", v, out)
-		addSeries(metadata, v)
+		g.Expect(releasetool.AddSeries(metadata, v)).To(Succeed())
 		m, err := yaml.Marshal(metadata)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(os.WriteFile(filepath.Join(dir, "metadata.yaml"), m, 0o600)).To(Succeed())
@@ -101,20 +101,6 @@ func buildReleases(t *testing.T, versions ...string) map[string]release {
 		releases[v] = release{dir: dir, components: components, metadata: m}
 	}
 	return releases
-}
-
-// addSeries adds v's release series to m unless m has it.
-func addSeries(m *clusterctlv1.Metadata, v string) {
-	var major, minor int32
-	if _, err := fmt.Sscanf(v, "v%d.%d.", &major, &minor); err != nil {
-		panic(fmt.Sprintf("version %s: %v", v, err))
-	}
-	for _, s := range m.ReleaseSeries {
-		if s.Major == major && s.Minor == minor {
-			return
-		}
-	}
-	m.ReleaseSeries = append(m.ReleaseSeries, clusterctlv1.ReleaseSeries{Major: major, Minor: minor, Contract: clusterv1.GroupVersion.Version})
 }
 
 func scheme() *runtime.Scheme {
