@@ -171,15 +171,7 @@ func expireEvents(ctx context.Context, cli *clientv3.Client) {
 // setMaintenance sets the ControlPlaneEtcd's spec.maintenance and returns once a pass has
 // written the status for it.
 func (c *testCluster) setMaintenance(ctx context.Context, spec *v1alpha1.MaintenanceSpec) {
-	cpe := c.status(ctx)
-	before := cpe.DeepCopy()
-	cpe.Spec.Maintenance = spec
-	Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before))).To(Succeed())
-	Eventually(func(g Gomega) {
-		got := &v1alpha1.ControlPlaneEtcd{}
-		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
-		g.Expect(got.Status.ObservedGeneration).To(BeNumerically(">=", cpe.Generation))
-	}, reconcileTimeout).Should(Succeed(), "a pass for spec.maintenance")
+	c.changeSpec(ctx, func(s *v1alpha1.ControlPlaneEtcdSpec) { s.Maintenance = spec }, "spec.maintenance")
 }
 
 // memberClient is an etcd client of the member on the Node only, as the kube-apiserver of a

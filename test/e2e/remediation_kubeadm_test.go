@@ -117,15 +117,21 @@ var _ = Describe("Remediation on a kubeadm control plane", func() {
 // change made right after a bare patch could otherwise meet a pass of the old mode (a learner
 // added after switching to Observe was removed as a ghost by the Manage pass under way).
 func (c *testCluster) setMode(ctx context.Context, mode v1alpha1.Mode) {
+	c.changeSpec(ctx, func(spec *v1alpha1.ControlPlaneEtcdSpec) { spec.Mode = mode }, "mode "+string(mode))
+}
+
+// changeSpec patches the ControlPlaneEtcd's spec with change and returns once a pass has written
+// the status for the new generation (what names the change in a failure).
+func (c *testCluster) changeSpec(ctx context.Context, change func(*v1alpha1.ControlPlaneEtcdSpec), what string) {
 	cpe := c.status(ctx)
 	before := cpe.DeepCopy()
-	cpe.Spec.Mode = mode
+	change(&cpe.Spec)
 	Expect(mgmt.Client.Patch(ctx, cpe, client.MergeFrom(before))).To(Succeed())
 	Eventually(func(g Gomega) {
 		got := &v1alpha1.ControlPlaneEtcd{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cpe), got)).To(Succeed())
 		g.Expect(got.Status.ObservedGeneration).To(BeNumerically(">=", cpe.Generation))
-	}, reconcileTimeout).Should(Succeed(), "a pass for mode %s", mode)
+	}, reconcileTimeout).Should(Succeed(), "a pass for %s", what)
 }
 
 // guardVerdict asks the quorum guard about deleting the Machine (a server dry-run, so nothing is
