@@ -73,6 +73,8 @@ type Kubelet struct {
 	protocols map[string]int
 	notReady  *readyOverride
 	stopped   bool
+	// logs are the container logs WriteContainerLog set.
+	logs map[logKey]string
 }
 
 // Start registers the Node (or adopts an existing one), starts serving the kubelet port and

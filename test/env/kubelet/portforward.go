@@ -28,10 +28,12 @@ const (
 // /portForward/{namespace}/{pod}[/{uid}] (k8s.io/kubernetes pkg/registry/core/pod/strategy.go).
 const portForwardPath = "/portForward/"
 
-// handler serves the kubelet's port-forward endpoint and refuses everything else.
+// handler serves the kubelet's port-forward and container logs endpoints and refuses
+// everything else.
 func (k *Kubelet) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(portForwardPath, k.servePortForward)
+	mux.HandleFunc(containerLogsPath, k.serveContainerLogs)
 	return mux
 }
 
