@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // A Node object deleted while its kubelet and etcd run (a person's `kubectl delete node`, a cloud
@@ -18,7 +19,9 @@ import (
 // cannot be moved (etcd takes MoveLeader from the leader only).
 var _ = Describe("A kubeadm leader whose Node object was deleted", func() {
 	It("is removed while it leads when its Machine is deleted: leadership cannot be moved through it, and etcd elects a new leader", func(ctx SpecContext) {
-		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeManage)
+		// A 5 s election timeout: the member chosen as the leader must still lead when its Machine
+		// is deleted, and on a loaded machine 500 ms of late heartbeats elect another.
+		c := startKubeadmClusterWith(ctx, workload.KubeadmOptions{Members: 3, ElectionMs: 5000}, v1alpha1.ModeManage)
 		wl := c.workload
 		c.expectMembers(ctx, 3)
 		leader, err := wl.Etcd.Leader()

@@ -26,6 +26,10 @@ type KubeadmOptions struct {
 	Heartbeat time.Duration
 	// QuotaBackendBytes is the members' --quota-backend-bytes; zero means etcd's default.
 	QuotaBackendBytes int64
+	// ElectionMs is the members' --election-timeout; zero means etcdcluster.DefaultElectionMs.
+	// A longer one keeps a loaded machine's late heartbeats from moving leadership in a test
+	// that needs the leader it chose to stay the leader.
+	ElectionMs uint
 }
 
 // Kubeadm is a running kubeadm-flavoured workload cluster.
@@ -47,7 +51,9 @@ func StartKubeadm(ctx context.Context, opts KubeadmOptions) (_ *Kubeadm, err err
 	if err := k.useAPIServer(opts.APIServer); err != nil {
 		return nil, err
 	}
-	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{Members: etcdcluster.Nodes(opts.NodePrefix, opts.Members), QuotaBackendBytes: opts.QuotaBackendBytes}); err != nil {
+	if k.Etcd, err = etcdcluster.Start(ctx, etcdcluster.Options{
+		Members: etcdcluster.Nodes(opts.NodePrefix, opts.Members), QuotaBackendBytes: opts.QuotaBackendBytes, ElectionMs: opts.ElectionMs,
+	}); err != nil {
 		return nil, fmt.Errorf("failed to start the etcd cluster: %w", err)
 	}
 	for _, m := range k.Etcd.Members() {
