@@ -21,6 +21,7 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/controlplane/reconcilers/controlplaneetcd"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdcluster"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 var _ = Describe("Crash safety of the kubeadm removal flow", func() {
@@ -48,7 +49,9 @@ var _ = Describe("Crash safety of the kubeadm removal flow", func() {
 	}, SpecTimeout(8*time.Minute))
 
 	It("converges after the controller stops right after moving leadership off the member it removes", func(ctx SpecContext) {
-		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeManage)
+		// A 5 s election timeout keeps the leader the spec chose the leader until etcd-adapter
+		// moves leadership off it (see "A kubeadm leader whose Node object was deleted").
+		c := startKubeadmClusterWith(ctx, workload.KubeadmOptions{Members: 3, ElectionMs: 5000}, v1alpha1.ModeManage)
 		c.expectMembers(ctx, 3)
 		node := leaderNode(c)
 		doomed := c.machines[node]
