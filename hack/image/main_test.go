@@ -31,7 +31,8 @@ import (
 // linux/amd64 and linux/arm64 images, each with /manager as entrypoint, a static ELF for its
 // machine, run as the non-root user 65532 that /etc/passwd names, labelled with source, version
 // and revision; the registry holds the same index under IMG; the components' Deployment runs
-// IMG. The manager is cross-compiled once per platform, here and nowhere else in the tests.
+// IMG. The manager is cross-compiled per platform here and in TestQuickStartImage only; both
+// build with -trimpath, so the second reuses the packages the first compiled (Go build cache).
 func TestImage(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
