@@ -68,7 +68,9 @@ func TestQuickStartImage(t *testing.T) {
 	im, err := pulled.IndexManifest()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(im.MediaType).To(Equal(types.OCIImageIndex))
-	want := imageLabels{created: time.Unix(0, 0), version: runGit(t, g, root, "describe", "--tags", "--always", "--dirty"), revision: runGit(t, g, root, "rev-parse", "HEAD")}
+	// The copy's git, not the checkout's: describe --dirty writes the index it refreshes.
+	version := runGit(t, g, work, "describe", "--tags", "--always", "--dirty")
+	want := imageLabels{created: time.Unix(0, 0), version: version, revision: runGit(t, g, root, "rev-parse", "HEAD")}
 	var platforms []string
 	for _, d := range im.Manifests {
 		g.Expect(d.Platform).NotTo(BeNil())
