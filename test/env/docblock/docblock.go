@@ -21,18 +21,43 @@ import (
 )
 
 // ShellBlock returns the one ```sh block of docsDir/page that contains s, as the page gives it.
+// A block indented under a list item is returned without that indentation, as a reader copies it.
 func ShellBlock(g gomega.Gomega, docsDir, page, s string) string {
 	doc, err := os.ReadFile(filepath.Join(docsDir, page))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	var found []string
-	for _, p := range strings.Split(string(doc), "```sh\n")[1:] {
-		block, _, _ := strings.Cut(p, "```")
+	for _, block := range shellBlocks(string(doc)) {
 		if strings.Contains(block, s) {
 			found = append(found, block)
 		}
 	}
 	g.Expect(found).To(gomega.HaveLen(1), "docs/%s has one sh block with %q", page, s)
 	return found[0]
+}
+
+// shellBlocks returns the text of every ```sh fence of a Markdown page, each line with the fence's
+// indentation taken off (CommonMark's fenced code blocks: a fence indented under a list item
+// holds lines indented as much); a block left open runs to the end of the page.
+func shellBlocks(doc string) []string {
+	var blocks []string
+	var block strings.Builder
+	indent, open := "", false
+	for _, line := range strings.SplitAfter(doc, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		switch {
+		case !open && trimmed == "```sh\n":
+			indent, open = line[:len(line)-len(trimmed)], true
+			block.Reset()
+		case open && strings.HasPrefix(trimmed, "```"):
+			blocks, open = append(blocks, block.String()), false
+		case open:
+			block.WriteString(strings.TrimPrefix(line, indent))
+		}
+	}
+	if open {
+		blocks = append(blocks, block.String())
+	}
+	return blocks
 }
 
 // Shell runs the docs' blocks with bash and kubectl v1.36.3 from the test assets on the PATH,
