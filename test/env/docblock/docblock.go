@@ -1,5 +1,5 @@
 // Package docblock runs the documentation's shell blocks as the pages give them: a block is
-// taken from a page's ```sh fences unchanged and run with bash and the test assets' kubectl
+// taken from a page's ```sh fences unchanged (Blocks) and run with bash and the test assets' kubectl
 // against a test apiserver. test/docs and test/operator use it.
 package docblock
 
@@ -20,18 +20,19 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 )
 
-// ShellBlock returns the one ```sh block of docsDir/page that contains s, as the page gives it.
+// ShellBlock returns the one shell block (```sh, ```bash or ```shell, indented or not) of
+// docsDir/page that contains s, as the page gives it. Tests select the blocks they run with it
+// and with string literals for page and s, which test/docs' TestEveryShellBlockIsRun reads.
 func ShellBlock(g gomega.Gomega, docsDir, page, s string) string {
 	doc, err := os.ReadFile(filepath.Join(docsDir, page))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	var found []string
-	for _, p := range strings.Split(string(doc), "```sh\n")[1:] {
-		block, _, _ := strings.Cut(p, "```")
-		if strings.Contains(block, s) {
-			found = append(found, block)
+	for _, b := range Blocks(string(doc)) {
+		if b.Shell() && strings.Contains(b.Body, s) {
+			found = append(found, b.Body)
 		}
 	}
-	g.Expect(found).To(gomega.HaveLen(1), "docs/%s has one sh block with %q", page, s)
+	g.Expect(found).To(gomega.HaveLen(1), "%s has one shell block with %q", page, s)
 	return found[0]
 }
 
