@@ -57,6 +57,7 @@ func TestDocCommands(t *testing.T) {
 	t.Run("annotations", func(t *testing.T) { testAnnotations(t, server.Client, sh) })
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, sh) })
 	t.Run("metrics reader", func(t *testing.T) { testMetricsReader(t, server.Client, sh) })
+	t.Run("diagnose", func(t *testing.T) { testDiagnose(t, server.Config, sh) })
 }
 
 // testUpgrade runs docs/operations.md's upgrade block with a stand-in for clusterctl that records
