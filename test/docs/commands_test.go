@@ -58,6 +58,7 @@ func TestDocCommands(t *testing.T) {
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, sh) })
 	t.Run("metrics reader", func(t *testing.T) { testMetricsReader(t, server.Client, sh) })
 	t.Run("diagnose", func(t *testing.T) { testDiagnose(t, server.Config, sh) })
+	t.Run("manager down", func(t *testing.T) { testManagerDown(t, server.Config, server.Client, sh) })
 }
 
 // testUpgrade runs docs/operations.md's upgrade block with a stand-in for clusterctl that records

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -179,16 +180,21 @@ func createDiagnosed(ctx context.Context, g Gomega, c client.Client) {
 	g.Expect(c.Status().Update(ctx, cpe)).To(Succeed())
 }
 
-// recordEvent records on the Machine the Event the manager records when a removal is blocked,
-// with client-go's recorder as the manager does (controller-runtime's GetEventRecorderFor).
+// recordEvent records an Event on the Machine as the manager does when a removal is blocked.
 func recordEvent(t *testing.T, g Gomega, cfg *rest.Config, c client.Client) {
 	m := &clusterv1.Machine{}
 	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: diagNamespace, Name: diagMachine}, m)).To(Succeed())
+	record := recorder(t, g, cfg, c.Scheme(), corev1.EventSource{Component: "etcd-adapter-controller"})
+	record.Event(m, corev1.EventTypeWarning, etcdv1.EventMemberRemovalBlocked, diagEvent)
+}
+
+// recorder is client-go's Event recorder, which the manager (controller-runtime's
+// GetEventRecorderFor) and the kubelet use, writing to the test apiserver until the test ends.
+func recorder(t *testing.T, g Gomega, cfg *rest.Config, s *runtime.Scheme, source corev1.EventSource) record.EventRecorder {
 	cs, err := kubernetes.NewForConfig(cfg)
 	g.Expect(err).NotTo(HaveOccurred())
 	b := record.NewBroadcaster()
 	t.Cleanup(b.Shutdown)
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	b.NewRecorder(c.Scheme(), corev1.EventSource{Component: "etcd-adapter-controller"}).
-		Event(m, corev1.EventTypeWarning, etcdv1.EventMemberRemovalBlocked, diagEvent)
+	return b.NewRecorder(s, source)
 }

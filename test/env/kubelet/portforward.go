@@ -32,6 +32,7 @@ const portForwardPath = "/portForward/"
 func (k *Kubelet) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(portForwardPath, k.servePortForward)
+	mux.HandleFunc(containerLogsPath, k.serveContainerLogs)
 	return mux
 }
 
