@@ -1,6 +1,6 @@
 // Package docblock runs the documentation's shell blocks as the pages give them: a block is
-// taken from a page's ```sh fences unchanged (Blocks) and run with bash and the test assets' kubectl
-// against a test apiserver. test/docs and test/operator use it.
+// taken from a page's ```sh fences unchanged (Blocks) and run with bash and the test assets'
+// kubectl against a test apiserver. test/docs, test/operator and hack/release-manifests use it.
 package docblock
 
 import (
