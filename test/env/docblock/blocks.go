@@ -21,23 +21,23 @@ func (b Block) Shell() bool {
 	return b.Lang == "sh" || b.Lang == "bash" || b.Lang == "shell"
 }
 
-// Blocks returns the ``` fenced code blocks of a Markdown text, indented ones (in a list item)
-// too. An unclosed block runs to the end of the text, as CommonMark has it.
+// Blocks returns the fenced code blocks (``` or ~~~) of a Markdown text, indented ones (in a
+// list item) too. An unclosed block runs to the end of the text, as CommonMark has it.
 func Blocks(text string) []Block {
 	var blocks []Block
 	var open *Block
-	indent := ""
+	indent, fence := "", ""
 	for i, line := range strings.Split(text, "\n") {
 		trimmed := strings.TrimLeft(line, " ")
 		if open == nil {
-			if strings.HasPrefix(trimmed, "```") {
-				lang, _, _ := strings.Cut(strings.TrimSpace(strings.TrimLeft(trimmed, "`")), " ")
+			if f := fenceOf(trimmed); f != "" {
+				lang, _, _ := strings.Cut(strings.TrimSpace(strings.TrimLeft(trimmed, f[:1])), " ")
 				open = &Block{Lang: lang, Line: i + 1}
-				indent = line[:len(line)-len(trimmed)]
+				indent, fence = line[:len(line)-len(trimmed)], f
 			}
 			continue
 		}
-		if strings.HasPrefix(trimmed, "```") && strings.Trim(trimmed, "` ") == "" {
+		if strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]+" ") == "" {
 			blocks = append(blocks, *open)
 			open = nil
 			continue
@@ -48,4 +48,15 @@ func Blocks(text string) []Block {
 		blocks = append(blocks, *open)
 	}
 	return blocks
+}
+
+// fenceOf returns the fence a line opens (``` or ~~~, as many as it has), or "".
+func fenceOf(trimmed string) string {
+	for _, c := range []string{"`", "~"} {
+		n := len(trimmed) - len(strings.TrimLeft(trimmed, c))
+		if n >= 3 {
+			return trimmed[:n]
+		}
+	}
+	return ""
 }
