@@ -14,6 +14,8 @@ import (
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/repository"
+
+	"github.com/etcd-adapter/etcd-adapter/test/env/docblock"
 )
 
 // TestQuickStartLocalRepository runs the quick start's shell snippet that lays out the release
@@ -36,10 +38,7 @@ func TestQuickStartLocalRepository(t *testing.T) {
 	// What `make image` leaves beside the components; the snippet must not trip over it.
 	g.Expect(os.MkdirAll(filepath.Join(work, "out", "image", "blobs"), 0o755)).To(Succeed())
 
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "quick-start.md"))
-	g.Expect(err).NotTo(HaveOccurred())
-	snippet := shellBlockWith(string(doc), "clusterctl init")
-	g.Expect(snippet).NotTo(BeEmpty(), "docs/quick-start.md has a sh block with clusterctl init")
+	snippet := docblock.ShellBlock(g, filepath.Join("..", "..", "docs"), "quick-start.md", "clusterctl init")
 
 	argsFile := filepath.Join(work, "clusterctl-args")
 	script := "set -euo pipefail\nclusterctl() { printf '%s\\n' \"$@\" > " + argsFile + "; }\n" + snippet
@@ -81,16 +80,4 @@ func TestQuickStartLocalRepository(t *testing.T) {
 		objs = append(objs, &components.Objs()[i])
 	}
 	g.Expect(deployment(g, objs)).To(Equal(deployment(g, render(g, nil))))
-}
-
-// shellBlockWith returns the body of the first ```sh block of markdown that contains s.
-func shellBlockWith(markdown, s string) string {
-	parts := strings.Split(markdown, "```sh\n")
-	for _, p := range parts[1:] {
-		block, _, _ := strings.Cut(p, "```")
-		if strings.Contains(block, s) {
-			return block
-		}
-	}
-	return ""
 }

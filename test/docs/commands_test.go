@@ -1,9 +1,14 @@
-// Package docs_test runs the shell blocks the documentation gives for upgrading and uninstalling
-// etcd-adapter, letting Prometheus scrape it, taking a hook off, releasing a stuck hook, retrying
-// a removal and skipping the quorum guard, as the pages give them: extracted from docs/*.md, run with bash and kubectl v1.36.3 against a real
+// Package docs_test runs the shell blocks of README.md and docs/*.md as the pages give them:
+// extracted with docblock.ShellBlock, run with bash and kubectl v1.36.3 against a real
 // kube-apiserver with Cluster API's and etcd-adapter's CRDs, and judged by what they did to the
-// objects. What etcd-adapter's manager then does with an annotation is tested where the manager
-// runs (test/e2e); here no manager runs, so each step's own effect is what is checked.
+// objects or what they printed: upgrading and uninstalling, letting Prometheus scrape the
+// manager, taking a hook off, releasing a stuck hook, retrying a removal, skipping the quorum
+// guard, reading the status, diagnosing a stuck removal, a stopped removal and a manager that is
+// down; the make blocks run with make -n (makeblocks_test.go). What etcd-adapter's manager then
+// does with an annotation is tested where the manager runs (test/e2e); here no manager runs, so
+// each step's own effect is what is checked, and the status a block reads is written by the
+// test. TestEveryShellBlockIsRun checks that every command block of the pages is run by a test
+// of the repository.
 package docs_test
 
 import (
@@ -57,6 +62,8 @@ func TestDocCommands(t *testing.T) {
 	t.Run("annotations", func(t *testing.T) { testAnnotations(t, server.Client, sh) })
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, sh) })
 	t.Run("metrics reader", func(t *testing.T) { testMetricsReader(t, server.Client, sh) })
+	t.Run("diagnose", func(t *testing.T) { testDiagnose(t, server.Config, sh) })
+	t.Run("manager down", func(t *testing.T) { testManagerDown(t, server.Config, server.Client, sh) })
 }
 
 // testUpgrade runs docs/operations.md's upgrade block with a stand-in for clusterctl that records

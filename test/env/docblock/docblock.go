@@ -1,6 +1,6 @@
 // Package docblock runs the documentation's shell blocks as the pages give them: a block is
-// taken from a page's ```sh fences unchanged and run with bash and the test assets' kubectl
-// against a test apiserver. test/docs and test/operator use it.
+// taken from a page's ```sh fences unchanged (Blocks) and run with bash and the test assets'
+// kubectl against a test apiserver. test/docs, test/operator and hack/release-manifests use it.
 package docblock
 
 import (
@@ -20,44 +20,20 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 )
 
-// ShellBlock returns the one ```sh block of docsDir/page that contains s, as the page gives it.
-// A block indented under a list item is returned without that indentation, as a reader copies it.
+// ShellBlock returns the one shell block (```sh, ```bash or ```shell, indented or not) of
+// docsDir/page that contains s, as the page gives it. Tests select the blocks they run with it
+// and with string literals for page and s, which test/docs' TestEveryShellBlockIsRun reads.
 func ShellBlock(g gomega.Gomega, docsDir, page, s string) string {
 	doc, err := os.ReadFile(filepath.Join(docsDir, page))
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	var found []string
-	for _, block := range shellBlocks(string(doc)) {
-		if strings.Contains(block, s) {
-			found = append(found, block)
+	for _, b := range Blocks(string(doc)) {
+		if b.Shell() && strings.Contains(b.Body, s) {
+			found = append(found, b.Body)
 		}
 	}
-	g.Expect(found).To(gomega.HaveLen(1), "docs/%s has one sh block with %q", page, s)
+	g.Expect(found).To(gomega.HaveLen(1), "%s has one shell block with %q", page, s)
 	return found[0]
-}
-
-// shellBlocks returns the text of every ```sh fence of a Markdown page, each line with the fence's
-// indentation taken off (CommonMark's fenced code blocks: a fence indented under a list item
-// holds lines indented as much); a block left open runs to the end of the page.
-func shellBlocks(doc string) []string {
-	var blocks []string
-	var block strings.Builder
-	indent, open := "", false
-	for _, line := range strings.SplitAfter(doc, "\n") {
-		trimmed := strings.TrimLeft(line, " ")
-		switch {
-		case !open && trimmed == "```sh\n":
-			indent, open = line[:len(line)-len(trimmed)], true
-			block.Reset()
-		case open && strings.HasPrefix(trimmed, "```"):
-			blocks, open = append(blocks, block.String()), false
-		case open:
-			block.WriteString(strings.TrimPrefix(line, indent))
-		}
-	}
-	if open {
-		blocks = append(blocks, block.String())
-	}
-	return blocks
 }
 
 // Shell runs the docs' blocks with bash and kubectl v1.36.3 from the test assets on the PATH,

@@ -5,8 +5,8 @@
 // the Node and keeps its Ready condition fresh, finishes the graceful deletion of Pods bound to
 // the Node, reports those Pods Running and Ready, and serves the kubelet's port-forward
 // endpoint, so that `pods/<pod>/portforward` through the apiserver reaches a real address (for
-// an etcd Pod: the Node's etcd member), and its container logs endpoint (`pods/<pod>/log`), with
-// the logs a test writes. Fault handles stop it, mark the Node not ready, make
+// an etcd Pod: the Node's etcd member). It serves the containers' logs SetLog gives to
+// `pods/<pod>/log` (kubectl logs). Fault handles stop it, mark the Node not ready, make
 // port-forward refuse, and retarget port-forward to another address (split brain).
 //
 // How the apiserver reaches it: the Node's only address is InternalIP 127.0.0.1 and its

@@ -72,9 +72,9 @@ type Kubelet struct {
 	// protocols counts the port-forward requests by the protocol they reached this kubelet in.
 	protocols map[string]int
 	notReady  *readyOverride
-	stopped   bool
-	// logs are the container logs WriteContainerLog set.
-	logs map[logKey]string
+	// logs are the containers' logs SetLog gave, by namespace/pod/container.
+	logs    map[string]containerLog
+	stopped bool
 }
 
 // Start registers the Node (or adopts an existing one), starts serving the kubelet port and
