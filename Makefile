@@ -25,7 +25,7 @@ help: ## List targets.
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: envtest-assets
-envtest-assets: ## Build kube-apiserver, etcd and kubectl for the test environment into ASSETS_CACHE (once per version).
+envtest-assets: ## Build kube-apiserver, etcd, kubectl and clusterctl for the test environment into ASSETS_CACHE (once per version).
 	@hack/build-assets.sh "$(ASSETS_CACHE)"
 
 .PHONY: promtool
