@@ -70,6 +70,17 @@ func (s *Shell) Run(g gomega.Gomega, prelude, script string) string {
 	return stdout.String()
 }
 
+// Clusterctl returns the clusterctl binary of the test assets (Cluster API's, at the version
+// hack/tools/clusterctl names), which NewShell puts on the PATH. A missing clusterctl fails the
+// test, never skips it: `make envtest-assets` builds it.
+func Clusterctl(g gomega.Gomega) string {
+	assets, err := env.AssetsDir()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	clusterctl := filepath.Join(assets, "clusterctl")
+	g.Expect(clusterctl).To(gomega.BeAnExistingFile(), "clusterctl in the test assets (run `make envtest-assets`)")
+	return clusterctl
+}
+
 // WriteKubeconfig writes a kubeconfig for cfg (a client certificate of system:masters) whose
 // context has no namespace, as an administrator's usually has none but default.
 func WriteKubeconfig(cfg *rest.Config, path string) error {
