@@ -14,6 +14,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -22,26 +23,30 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/docblock"
 	"github.com/etcd-adapter/etcd-adapter/test/env/managerproc"
+	"github.com/etcd-adapter/etcd-adapter/test/env/releasetool"
 )
 
 // quickStartImage is the quick start's IMG.
 const quickStartImage = "registry.example.com/etcd-adapter:v0.1.0"
 
-// TestQuickStartClusterctlInit runs docs/quick-start.md's install block (the one ending in
-// `clusterctl init --config $REPO/clusterctl.yaml --addon etcd-adapter`) as the page gives it,
-// with bash, kubectl v1.36.3 and the real clusterctl v1.14.2 binary, against a management
-// apiserver where cert-manager is present first (its CRDs and its controller, a process, as
+// TestDocsInstallUpgradeUninstall runs, as the pages give them, with bash, kubectl v1.36.3 and the
+// real clusterctl v1.14.2 binary, the blocks an operator runs over an install's life:
+// docs/quick-start.md's install block (the one ending in `clusterctl init --config
+// $REPO/clusterctl.yaml --addon etcd-adapter`), runbooks.md's cert-manager diagnostics, the quick
+// start's check block, operations.md's upgrade block and its uninstall block step by step. The
+// management apiserver has cert-manager present first (its CRDs and its controller, a process, as
 // TestInstallWithCertManager has them): clusterctl init finds it and installs no cert-manager of
-// its own (it would download cert-manager's release from GitHub). The block is judged by what
-// clusterctl did: the inventory entry, the CRD, the Deployment and the webhooks, whose caBundle
-// cainjector fills. Then runbooks.md's cert-manager diagnostics block, whose two fingerprints
-// must be the components' CA, and the quick start's check block, once the Deployment's two
-// replicas run as manager processes with the rendered Deployment's arguments.
-func TestQuickStartClusterctlInit(t *testing.T) {
+// its own (it would download cert-manager's release from GitHub). The Deployment's two replicas
+// run as manager processes with the rendered Deployment's arguments. Each block is judged by what
+// it did: the inventory, the CRD, the Deployment, the webhooks' caBundle that cainjector fills,
+// the ControlPlaneEtcd the manager creates, the hook it takes off, what clusterctl delete removes.
+func TestDocsInstallUpgradeUninstall(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -89,6 +94,131 @@ func TestQuickStartClusterctlInit(t *testing.T) {
 	for _, r := range replicas {
 		g.Expect(r.running()).To(BeTrue(), "%s still runs", r)
 	}
+
+	machine := env.ControlPlaneMachine(env.MachineInput{Cluster: cluster, Name: "k3s-one-cp-0", ProviderID: "test://k3s-one/cp-0"})
+	g.Expect(m.Client.Create(ctx, machine)).To(Succeed())
+	g.Expect(machine.Annotations).To(HaveKeyWithValue(v1alpha1.PreTerminateHookAnnotation, v1alpha1.PreTerminateHookValue),
+		"the hook webhook, reached through its Service with the CA cainjector put in, hooked the Machine")
+	cpe := &v1alpha1.ControlPlaneEtcd{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)).To(Succeed())
+
+	replicas = q.upgrade(ctx, t, replicas, in.ca)
+	kept := &v1alpha1.ControlPlaneEtcd{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), kept)).To(Succeed())
+	g.Expect(kept.UID).To(Equal(cpe.UID), "the upgrade kept the ControlPlaneEtcd")
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
+	g.Expect(machine.Annotations).To(HaveKey(v1alpha1.PreTerminateHookAnnotation), "the upgrade kept the Machine's hook")
+
+	q.uninstall(ctx, t, replicas, cluster, machine)
+}
+
+// upgrade lays out the release operations.md's upgrade block names beside the quick start's, as
+// the page says, runs the block (clusterctl scales the Deployment down, waits until its replicas
+// are gone, deletes it and creates the new one), checks what it changed and runs the new
+// Deployment's replicas.
+func (q *quickStart) upgrade(ctx context.Context, t *testing.T, replicas []*replica, ca *corev1.Secret) []*replica {
+	t.Helper()
+	g := NewWithT(t)
+	m := q.m
+	block := q.block(g, "operations.md", "clusterctl upgrade apply")
+	match := regexp.MustCompile(`--addon ` + addonNamespace + `/` + addon + `:(v\d+\.\d+\.\d+)`).FindStringSubmatch(block)
+	g.Expect(match).NotTo(BeNil(), "the upgrade block names the release:\n%s", block)
+	version := match[1]
+	q.layOutRelease(g, version)
+	argsBefore := managerArgs(ctx, g, m)
+
+	q.sh.Run(g, q.opsPrelude(), block)
+	for _, r := range replicas {
+		g.Expect(r.running()).To(BeFalse(), "the old version's %s ended when clusterctl scaled its Deployment down", r)
+	}
+
+	g.Expect(inventory(ctx, g, m)).To(ConsistOf(HaveField("Version", version)), "clusterctl recorded the upgrade")
+	d := &appsv1.Deployment{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, d)).To(Succeed())
+	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(image(version)))
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(Equal(argsBefore), "the settings came through the upgrade")
+	g.Expect(m.Client.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
+	g.Eventually(func(g Gomega) [][]byte { return m.caBundles(ctx, g) }).WithTimeout(2*time.Minute).Should(HaveEach(Equal(ca.Data["ca.crt"])),
+		"cainjector filled the caBundle of the webhook configurations clusterctl re-created")
+	return q.runDeployment(ctx, t, d)
+}
+
+// layOutRelease builds the release version (release-manifests, as `make release-manifests`) into
+// the quick start's local repository, $REPO/addon-etcd-adapter/<version>, its metadata.yaml the
+// project's with the release's series added, as a release's lists every series up to it.
+func (q *quickStart) layOutRelease(g Gomega, version string) {
+	dir := filepath.Join(q.home(g), "etcd-adapter-release", addonLabel, version)
+	out, err := exec.Command(releaseManifests, "-root", repoRoot, "-out", dir, "-image", image(version)).CombinedOutput() //nolint:gosec // the test's own arguments
+	g.Expect(err).NotTo(HaveOccurred(), "release-manifests: %s", out)
+	raw, err := os.ReadFile(filepath.Join(dir, "metadata.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	metadata := &clusterctlv1.Metadata{}
+	g.Expect(yaml.Unmarshal(raw, metadata)).To(Succeed())
+	g.Expect(releasetool.AddSeries(metadata, version)).To(Succeed())
+	raw, err = yaml.Marshal(metadata)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(dir, "metadata.yaml"), raw, 0o600)).To(Succeed())
+}
+
+// uninstall runs operations.md's uninstall block step by step, with the manager's replicas
+// running until step 3 scales their Deployment down.
+func (q *quickStart) uninstall(ctx context.Context, t *testing.T, replicas []*replica, cluster *clusterv1.Cluster, machine *clusterv1.Machine) {
+	t.Helper()
+	g := NewWithT(t)
+	m := q.m
+	block := q.block(g, "operations.md", "clusterctl delete")
+	step := docblock.Steps(g, block)
+	g.Expect(step).To(HaveLen(6), "the uninstall block has steps 0 to 5:\n%s", block)
+	pre := q.opsPrelude()
+
+	q.sh.Run(g, pre, step["1"])
+	cpe := &v1alpha1.ControlPlaneEtcd{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)).To(Succeed())
+	g.Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeObserve), "step 1 put the ControlPlaneEtcd in Observe")
+	g.Eventually(func() string { return q.sh.Run(g, pre, step["2"]) }).WithTimeout(2*time.Minute).Should(BeEmpty(),
+		"the manager takes the hook off in Observe, and then step 2 prints nothing")
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
+	g.Expect(machine.Annotations).NotTo(HaveKey(v1alpha1.PreTerminateHookAnnotation))
+
+	q.sh.Run(g, pre, step["3"])
+	d := &appsv1.Deployment{}
+	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, d)).To(Succeed())
+	g.Expect(*d.Spec.Replicas).To(BeZero(), "step 3 scales the manager to 0")
+	for _, r := range replicas {
+		g.Eventually(r.running).WithTimeout(2*time.Minute).Should(BeFalse(), "%s ended on the scale-down", r)
+	}
+
+	q.sh.Run(g, pre, step["4"])
+	list := &v1alpha1.ControlPlaneEtcdList{}
+	g.Expect(m.Client.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty(), "step 4 deletes every ControlPlaneEtcd")
+
+	q.sh.Run(g, pre, step["5"])
+	g.Expect(inventory(ctx, g, m)).To(BeEmpty(), "step 5 removes the inventory entry")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(m.Client.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{}))
+	}).WithTimeout(time.Minute).Should(BeTrue(), "step 5 removes the CRD")
+	for _, o := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: addonNamespace, Name: deploymentName}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validatingName}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutatingName}},
+	} {
+		err := m.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "step 5 removes %T %s: %v", o, o.GetName(), err)
+	}
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})).To(Succeed(), "step 5 leaves the Cluster")
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), &clusterv1.Machine{})).To(Succeed(), "step 5 leaves the Machine")
+}
+
+// home returns the shell's HOME, where the quick start's $REPO is.
+func (q *quickStart) home(g Gomega) string {
+	return q.sh.Run(g, "", `printf %s "$HOME"`)
+}
+
+// opsPrelude is the prelude of operations.md's blocks: the quick start's $REPO is still set in
+// the reader's shell.
+func (q *quickStart) opsPrelude() string {
+	return q.prelude + "\nREPO=$HOME/etcd-adapter-release"
 }
 
 // TestQuickStartWithoutClusterctlInit runs docs/quick-start.md's "Without clusterctl init" block
@@ -253,7 +383,45 @@ func (q *quickStart) runDeployment(ctx context.Context, t *testing.T, d *appsv1.
 	}
 	n := *d.Spec.Replicas
 	q.setDeploymentAvailable(ctx, g, client.ObjectKeyFromObject(d), n)
+	q.followScaleDown(ctx, t, d, replicas)
 	return replicas
+}
+
+// followScaleDown plays the Deployment controller and the kubelet when d is scaled to 0
+// (clusterctl upgrade does it before it deletes the Deployment, the uninstall's step 3 does it):
+// the Pods end, here the replicas' processes stop, and the status says no replica is left
+// (k8s.io/kubernetes pkg/controller/deployment, the ReplicaSet scaled down and the status
+// recalculated), which clusterctl waits for.
+func (q *quickStart) followScaleDown(ctx context.Context, t *testing.T, d *appsv1.Deployment, replicas []*replica) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			cur := &appsv1.Deployment{}
+			if err := q.m.Client.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil || cur.UID != d.UID || cur.Spec.Replicas == nil || *cur.Spec.Replicas != 0 {
+				continue
+			}
+			for _, r := range replicas {
+				if err := r.Stop(); err != nil {
+					t.Errorf("%s did not stop cleanly on the scale-down: %v", r, err)
+				}
+			}
+			cur.Status = appsv1.DeploymentStatus{ObservedGeneration: cur.Generation}
+			if err := q.m.Client.Status().Update(ctx, cur); err != nil {
+				t.Logf("writing the scaled-down Deployment's status: %v", err)
+				continue
+			}
+			return
+		}
+	}()
 }
 
 // setDeploymentAvailable writes the status the Deployment controller writes once n replicas of

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -33,6 +34,24 @@ func ShellBlock(g gomega.Gomega, docsDir, page, s string) string {
 	}
 	g.Expect(found).To(gomega.HaveLen(1), "docs/%s has one sh block with %q", page, s)
 	return found[0]
+}
+
+// stepStart matches the comment that opens a numbered step of a block: "# 3. Stop the manager".
+var stepStart = regexp.MustCompile(`^# (\d+)\. `)
+
+// Steps splits a block whose steps are opened by "# N. " comments into the text of each step,
+// keyed by N; a step runs to the next one.
+func Steps(g gomega.Gomega, block string) map[string]string {
+	out := map[string]string{}
+	current := ""
+	for _, line := range strings.Split(block, "\n") {
+		if m := stepStart.FindStringSubmatch(line); m != nil {
+			current = m[1]
+		}
+		g.Expect(current).NotTo(gomega.BeEmpty(), "the block opens with a numbered step: %q", line)
+		out[current] += line + "\n"
+	}
+	return out
 }
 
 // Shell runs the docs' blocks with bash and kubectl v1.36.3 from the test assets on the PATH,
