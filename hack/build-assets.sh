@@ -59,7 +59,7 @@ build_wrappers() {
 # module version go records in the binary; running `clusterctl version` would check GitHub).
 clusterctl_current() {
 	[[ -x "${dest}/clusterctl" ]] &&
-		[[ "$(go version -m "${dest}/clusterctl" | awk '($1 == "mod" || $1 == "dep") && $2 == "sigs.k8s.io/cluster-api" {print $3}')" == "${CLUSTERCTL_VERSION}" ]]
+		[[ "$(go version -m "${dest}/clusterctl" 2>/dev/null | awk '($1 == "mod" || $1 == "dep") && $2 == "sigs.k8s.io/cluster-api" {print $3}')" == "${CLUSTERCTL_VERSION}" ]]
 }
 
 if [[ -x "${dest}/kube-apiserver" && -x "${dest}/etcd" && -x "${dest}/kubectl" ]] && clusterctl_current; then
