@@ -25,7 +25,7 @@ help: ## List targets.
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: envtest-assets
-envtest-assets: ## Build kube-apiserver, etcd and kubectl for the test environment into ASSETS_CACHE (once per version).
+envtest-assets: ## Build kube-apiserver, etcd, kubectl and clusterctl for the test environment into ASSETS_CACHE (once per version).
 	@hack/build-assets.sh "$(ASSETS_CACHE)"
 
 .PHONY: promtool
@@ -66,8 +66,9 @@ NESTED_MODULES := pkg/etcd pkg/k3s examples/k3sprovider
 test-modules: envtest-assets ## Test the nested modules (pkg/etcd, pkg/k3s, examples/k3sprovider), each at its own versions.
 	@set -e; assets="$$(hack/build-assets.sh "$(ASSETS_CACHE)")"; for m in $(NESTED_MODULES); do echo "== $$m"; (cd $$m && GOWORK=off KUBEBUILDER_ASSETS="$$assets" $(GO) test ./... -count=1 -timeout $(TEST_TIMEOUT)); done
 
-# clusterctl's own library (init, upgrade apply, move, delete --include-crd) against real
-# management apiservers, from releases built by release-manifests' code: test/clusterctl. `make test`
+# clusterctl's own library (init, upgrade apply, move, delete --include-crd) and the docs' install,
+# upgrade and uninstall blocks with the clusterctl binary against real management apiservers, from
+# releases built by release-manifests' code: test/clusterctl. `make test`
 # runs it too; this target runs it alone.
 .PHONY: test-clusterctl
 test-clusterctl: envtest-assets cert-manager ## clusterctl init (also with real cert-manager), upgrade, move and delete of the addon (test/clusterctl).

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the envtest binaries (kube-apiserver, etcd, and kubectl, with which test/docs runs the
-# docs' command blocks) from the Go module proxy into one directory keyed by version, so
-# KUBEBUILDER_ASSETS can point at it, and the parent-death wrappers through which test/env starts
-# them (parent-death/kube-apiserver, parent-death/etcd; see hack/tools/parent-death). Only what is
-# missing is built: existing binaries are reused as they are; the wrappers (seconds) are rebuilt
-# when their source is newer. Nothing is downloaded from anywhere but the Go module proxy.
+# Builds the envtest binaries (kube-apiserver, etcd, and kubectl and clusterctl, with which
+# test/docs and test/clusterctl run the docs' command blocks) from the Go module proxy into one
+# directory keyed by version, so KUBEBUILDER_ASSETS can point at it, and the parent-death wrappers
+# through which test/env starts them (parent-death/kube-apiserver, parent-death/etcd; see
+# hack/tools/parent-death). Only what is missing is built: existing binaries are reused as they
+# are, clusterctl while it was built from the Cluster API version hack/tools/clusterctl/go.mod
+# names; the wrappers (seconds) are rebuilt when their source is newer. Nothing is downloaded from
+# anywhere but the Go module proxy.
 #
 # Usage: hack/build-assets.sh <assets-cache-dir>
 # Prints the resulting directory on stdout.
@@ -19,6 +21,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dest="${cache}/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
 
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOWORK=off
+
+# clusterctl is Cluster API's, at the version of its tool module (hack/tools/clusterctl).
+clusterctl_src="${root}/hack/tools/clusterctl"
+CLUSTERCTL_VERSION=$(awk '$1 == "require" && $2 == "sigs.k8s.io/cluster-api" {print $3}' "${clusterctl_src}/go.mod")
 
 wrappers="${dest}/parent-death"
 wrapper_src="${root}/hack/tools/parent-death"
@@ -49,7 +55,14 @@ build_wrappers() {
 	rm -rf "${tmp}"
 }
 
-if [[ -x "${dest}/kube-apiserver" && -x "${dest}/etcd" && -x "${dest}/kubectl" ]]; then
+# clusterctl_current says whether the clusterctl in dest was built from CLUSTERCTL_VERSION (the
+# module version go records in the binary; running `clusterctl version` would check GitHub).
+clusterctl_current() {
+	[[ -x "${dest}/clusterctl" ]] &&
+		[[ "$(go version -m "${dest}/clusterctl" 2>/dev/null | awk '($1 == "mod" || $1 == "dep") && $2 == "sigs.k8s.io/cluster-api" {print $3}')" == "${CLUSTERCTL_VERSION}" ]]
+}
+
+if [[ -x "${dest}/kube-apiserver" && -x "${dest}/etcd" && -x "${dest}/kubectl" ]] && clusterctl_current; then
 	wrappers_current || build_wrappers
 	echo "${dest}"
 	exit 0
@@ -85,6 +98,16 @@ if [[ ! -x "${dest}/etcd" ]]; then
 	echo "building etcd ${ETCD_VERSION} into ${dest}" >&2
 	(cd "${root}/hack/tools/etcd" &&
 		go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" .)
+fi
+
+if ! clusterctl_current; then
+	echo "building clusterctl ${CLUSTERCTL_VERSION} into ${dest}" >&2
+	cver=sigs.k8s.io/cluster-api/version
+	cminor=${CLUSTERCTL_VERSION#v*.}
+	cmajor=${CLUSTERCTL_VERSION#v}
+	(cd "${clusterctl_src}" &&
+		go build -trimpath -ldflags "-s -w -X ${cver}.gitVersion=${CLUSTERCTL_VERSION} -X ${cver}.gitMajor=${cmajor%%.*} -X ${cver}.gitMinor=${cminor%%.*} -X ${cver}.gitTreeState=clean -X ${cver}.buildDate=${now}" \
+			-o "${tmp}/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl)
 fi
 
 mkdir -p "${dest}"

@@ -48,6 +48,14 @@
 // and kills the Lease holder during a member removal. What still does not run: a kubelet, Pods,
 // kube-proxy and DNS.
 //
+// TestDocsInstallUpgradeUninstall and TestQuickStartWithoutClusterctlInit run the docs' blocks
+// themselves, as the pages give them, with bash, kubectl and the real clusterctl binary (Cluster
+// API's, built by hack/build-assets.sh into the test assets), on that same footing: real
+// cert-manager, the manager's replicas as processes. clusterctl reaches Cluster API's own release
+// (the core provider's version list and metadata.yaml, on proxy.golang.org and github.com) through
+// releaseHosts, which serves the module's; the kubelet's and the Deployment controller's part, a
+// Deployment's status and its replicas ending on a scale-down, is played by the test.
+//
 // No Cluster controller runs: a Cluster's status (infrastructure provisioned, control plane
 // initialized) is set by the test, also on the target of a move, where clusterctl creates the
 // Cluster without it and Cluster API's Cluster controller would set it again.

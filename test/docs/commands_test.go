@@ -67,8 +67,9 @@ func TestDocCommands(t *testing.T) {
 }
 
 // testUpgrade runs docs/operations.md's upgrade block with a stand-in for clusterctl that records
-// its arguments (test/clusterctl runs the upgrade itself with clusterctl's library): it must pass
-// the quick start's --config, which holds the settings of `init`.
+// its arguments: it must pass the quick start's --config, which holds the settings of `init`.
+// test/clusterctl's TestDocsInstallUpgradeUninstall runs the block with the real clusterctl
+// binary on an install of the quick start's.
 func testUpgrade(t *testing.T, sh *docblock.Shell) {
 	g := NewWithT(t)
 	repo := t.TempDir()
@@ -153,8 +154,10 @@ func testUninstall(t *testing.T, c client.Client, sh *docblock.Shell) {
 	g.Expect(c.List(ctx, list)).To(Succeed())
 	g.Expect(list.Items).To(BeEmpty(), "step 4 deletes every ControlPlaneEtcd")
 
-	// Step 5 is clusterctl's: a stand-in records its arguments (test/clusterctl runs the delete
-	// itself with clusterctl's library). $REPO is the quick start's.
+	// Step 5 is clusterctl's: a stand-in records its arguments, since the real clusterctl delete
+	// finds the addon in its inventory with or without --config (test/clusterctl's
+	// TestDocsInstallUpgradeUninstall runs the whole block with the real binary and the manager
+	// running). $REPO is the quick start's.
 	repo := t.TempDir()
 	g.Expect(clusterctlArgs(g, sh, repo, step["5"])).To(HaveExactElements(
 		"delete", "--config", filepath.Join(repo, "clusterctl.yaml"), "--addon", "etcd-adapter", "--include-crd"),

@@ -2,7 +2,6 @@ package docs_test
 
 import (
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	. "github.com/onsi/gomega"
@@ -18,22 +17,9 @@ func shellBlock(g Gomega, page, s string) string {
 	return docblock.ShellBlock(g, docsDir, page, s)
 }
 
-// stepStart matches the comment that opens a numbered step of a block: "# 3. Stop the manager".
-var stepStart = regexp.MustCompile(`^# (\d+)\. `)
-
-// steps splits a block whose steps are opened by "# N. " comments into the text of each step,
-// keyed by N; a step runs to the next one.
+// steps splits a block into its numbered steps (docblock.Steps).
 func steps(g Gomega, block string) map[string]string {
-	out := map[string]string{}
-	current := ""
-	for _, line := range strings.Split(block, "\n") {
-		if m := stepStart.FindStringSubmatch(line); m != nil {
-			current = m[1]
-		}
-		g.Expect(current).NotTo(BeEmpty(), "the block opens with a numbered step: %q", line)
-		out[current] += line + "\n"
-	}
-	return out
+	return docblock.Steps(g, block)
 }
 
 // fill replaces the placeholders of a block (<ns>, <machine>) with the names of this test's objects.

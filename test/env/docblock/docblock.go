@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -34,6 +35,24 @@ func ShellBlock(g gomega.Gomega, docsDir, page, s string) string {
 	}
 	g.Expect(found).To(gomega.HaveLen(1), "%s has one shell block with %q", page, s)
 	return found[0]
+}
+
+// stepStart matches the comment that opens a numbered step of a block: "# 3. Stop the manager".
+var stepStart = regexp.MustCompile(`^# (\d+)\. `)
+
+// Steps splits a block whose steps are opened by "# N. " comments into the text of each step,
+// keyed by N; a step runs to the next one.
+func Steps(g gomega.Gomega, block string) map[string]string {
+	out := map[string]string{}
+	current := ""
+	for _, line := range strings.Split(block, "\n") {
+		if m := stepStart.FindStringSubmatch(line); m != nil {
+			current = m[1]
+		}
+		g.Expect(current).NotTo(gomega.BeEmpty(), "the block opens with a numbered step: %q", line)
+		out[current] += line + "\n"
+	}
+	return out
 }
 
 // Shell runs the docs' blocks with bash and kubectl v1.36.3 from the test assets on the PATH,
@@ -69,6 +88,17 @@ func (s *Shell) Run(g gomega.Gomega, prelude, script string) string {
 	err := cmd.Run()
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "the docs' commands:\n%s\nfailed:\n%s%s", script, stdout.String(), stderr.String())
 	return stdout.String()
+}
+
+// Clusterctl returns the clusterctl binary of the test assets (Cluster API's, at the version
+// hack/tools/clusterctl names), which NewShell puts on the PATH. A missing clusterctl fails the
+// test, never skips it: `make envtest-assets` builds it.
+func Clusterctl(g gomega.Gomega) string {
+	assets, err := env.AssetsDir()
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	clusterctl := filepath.Join(assets, "clusterctl")
+	g.Expect(clusterctl).To(gomega.BeAnExistingFile(), "clusterctl in the test assets (run `make envtest-assets`)")
+	return clusterctl
 }
 
 // WriteKubeconfig writes a kubeconfig for cfg (a client certificate of system:masters) whose
