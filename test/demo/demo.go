@@ -190,8 +190,11 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		}
 		return ok, nil
 	})
-	if err != nil {
-		return fmt.Errorf("failed waiting for %s (last error: %v): %w", what, last, err)
+	switch {
+	case err != nil && last != nil:
+		return fmt.Errorf("failed waiting for %s (last error: %w): %w", what, last, err)
+	case err != nil:
+		return fmt.Errorf("failed waiting for %s: %w", what, err)
 	}
 	return nil
 }
