@@ -97,5 +97,5 @@ func startManagement() (*management, error) {
 		return nil, errors.Join(errors.New("the manager's cache did not sync"), apiServer.Stop())
 	}
 	return &management{apiServer: apiServer, direct: apiServer.Client, cached: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
-		events: mgr.GetEventRecorderFor("etcd-adapter-controlplaneetcd"), stop: cancel}, nil
+		events: mgr.GetEventRecorderFor("etcd-adapter-controlplaneetcd"), stop: cancel}, nil //nolint:staticcheck // the recorder the controller uses (controller.go)
 }
