@@ -218,11 +218,12 @@ lint-vulncheck:
 	else echo "$$out"; exit $$rc; fi
 
 .PHONY: lint
-lint: lint-vulncheck ## gofmt, go vet, govulncheck, golangci-lint (installed from the Go module proxy when it can be).
+lint: lint-vulncheck ## gofmt, go vet, govulncheck, golangci-lint (installed from the Go module proxy when it can be), in the nested modules too.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@set -e; for m in $(NESTED_MODULES); do (cd $$m && GOWORK=off $(GO) vet ./...); done
-	@if $(MAKE) -s $(GOLANGCI_LINT) >/dev/null 2>&1; then $(GOLANGCI_LINT) run ./...; \
+	@if $(MAKE) -s $(GOLANGCI_LINT) >/dev/null 2>&1; then $(GOLANGCI_LINT) run ./... && \
+	  for m in $(NESTED_MODULES); do echo "golangci-lint: $$m"; (cd $$m && GOWORK=off $(GOLANGCI_LINT) run ./...) || exit 1; done; \
 	else echo "golangci-lint $(GOLANGCI_LINT_VERSION) did not install from the Go module proxy; gofmt and go vet ran"; fi
 
 # The Prometheus Operator's PrometheusRule, written from the plain rule file (the one source).

@@ -321,5 +321,5 @@ type ControlPlaneEtcdList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ControlPlaneEtcd{}, &ControlPlaneEtcdList{})
+	objectTypes = append(objectTypes, &ControlPlaneEtcd{}, &ControlPlaneEtcdList{})
 }

@@ -15,7 +15,7 @@ import (
 // the field manager (kubectl-annotate, a controller's name) and the time lead there.
 func Annotation(obj metav1.Object, key string) string {
 	for _, e := range obj.GetManagedFields() {
-		if e.FieldsV1 == nil || !ownsAnnotation(e.FieldsV1.Raw, key) {
+		if e.FieldsV1 == nil || !ownsAnnotation(e.FieldsV1.GetRawBytes(), key) {
 			continue
 		}
 		at := "at an unrecorded time"

@@ -24,9 +24,12 @@ type credentials struct {
 	sum [sha256.Size]byte
 }
 
-// CASecretName and ClientSecretName name the Secrets the backend reads, as Cluster API's
-// util/secret names them for external etcd.
-func CASecretName(cluster string) string     { return secret.Name(cluster, secret.EtcdCA) }
+// CASecretName names the Secret with the etcd CA the backend reads, as Cluster API's
+// util/secret names it for external etcd.
+func CASecretName(cluster string) string { return secret.Name(cluster, secret.EtcdCA) }
+
+// ClientSecretName names the Secret with the client certificate the backend reads, as Cluster
+// API's util/secret names it for external etcd.
 func ClientSecretName(cluster string) string { return secret.Name(cluster, secret.APIServerEtcdClient) }
 
 // loadCredentials reads the CA and the client certificate. A missing or unusable Secret is

@@ -38,7 +38,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	value := string(bytes.Repeat([]byte("x"), 1<<20))
 	for i := range mib {
 		if _, err := cli.Put(ctx, fmt.Sprintf("/bench/%06d", i), value); err != nil {

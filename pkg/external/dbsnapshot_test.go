@@ -54,7 +54,7 @@ func TestSnapshotDatabase_restore(t *testing.T) {
 	e := startExternal(t, mgmt, 3)
 	cli, err := e.etcd.NewClient(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	put, err := cli.Put(ctx, "/registry/before", "written-before-the-snapshot")
 	g.Expect(err).NotTo(HaveOccurred())
 	b := e.backend(t)
@@ -114,7 +114,7 @@ func restoreAndGet(t *testing.T, path, key string) string {
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL.String()}, DialTimeout: 10 * time.Second})
 	g.Expect(err).NotTo(HaveOccurred())
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r, err := cli.Get(ctx, key)
@@ -127,7 +127,7 @@ func freeURL(t *testing.T) *url.URL {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return &url.URL{Scheme: "http", Host: l.Addr().String()}
 }
 

@@ -37,7 +37,7 @@ func rulesOf(all []etcdNode) clusterRules {
 	r := clusterRules{voter: true, health: true, exact: true, movesLeader: true, deletesRemove: true}
 	for i, e := range hosting {
 		if e.versionErr != nil {
-			r.err = fmt.Errorf("Node %s: %w", e.node.Name, e.versionErr)
+			r.err = fmt.Errorf("Node %s: %w", e.node.Name, e.versionErr) //nolint:staticcheck // "Node" is the Kubernetes kind, spelled as the API spells it
 			return r
 		}
 		v := e.version

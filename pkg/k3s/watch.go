@@ -114,6 +114,8 @@ func (w *NodeWatcher) Name() string { return "etcd-adapter-k3s-nodes" }
 // Object is the kind watched: Nodes.
 func (w *NodeWatcher) Object() client.Object { return &corev1.Node{} }
 
+// Watch attaches the Backend to the Node informer of the workload cluster's cache c, without
+// waiting for the informer to sync.
 func (w *NodeWatcher) Watch(c ctrlcache.Cache) error {
 	informer, err := c.GetInformer(context.Background(), &corev1.Node{}, ctrlcache.BlockUntilSynced(false))
 	if err != nil {

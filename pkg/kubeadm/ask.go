@@ -31,7 +31,7 @@ func (b *Backend) askMemberOn(ctx context.Context, node string, creds *credentia
 		a := membership.AskMember(ctx, reach{b: b, creds: creds}, c, node, membership.Asking{
 			Timeout: b.callTimeoutFor(reused), MayBeRemoved: b.mayBeRemoved(node), Gone: b.Memory.Gone,
 		})
-		if a.Answered() || attempt > 0 || !(reused || closedUnderneath(ctx, a.Err)) {
+		if a.Answered() || attempt > 0 || (!reused && !closedUnderneath(ctx, a.Err)) {
 			if !a.Answered() {
 				b.dropUnlessCallerEnded(ctx, node, c)
 			}

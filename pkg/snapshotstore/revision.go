@@ -17,7 +17,8 @@ func dbRevision(path string, keysRevision int64) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("failed to open the database: %w", err)
 	}
-	defer db.Close()
+	// A read-only database: closing it has nothing left to lose.
+	defer func() { _ = db.Close() }()
 	rev := max(keysRevision, 1)
 	err = db.View(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(schema.Meta.Name()); b != nil {

@@ -99,7 +99,9 @@ const (
 // Save streams s to the bucket under the Cluster's prefix and verifies it; it closes s.Body. A
 // snapshot that fails a check is removed from the bucket again, and Save fails.
 func (st *Store) Save(ctx context.Context, cluster types.NamespacedName, s *etcd.DatabaseSnapshot, at time.Time) (Saved, error) {
-	defer s.Body.Close()
+	// The snapshot stream is read to its end or abandoned; an error closing it changes nothing
+	// in what was stored or verified.
+	defer func() { _ = s.Body.Close() }()
 	key := st.clusterPrefix(cluster) + at.UTC().Format("20060102T150405.000Z") + ".db"
 	var scratch *os.File
 	if st.cfg.ScratchDir != "" {
@@ -107,8 +109,11 @@ func (st *Store) Save(ctx context.Context, cluster types.NamespacedName, s *etcd
 		if err != nil {
 			return Saved{}, fmt.Errorf("failed to create a scratch file for the snapshot: %w", err)
 		}
-		defer os.Remove(f.Name())
-		defer f.Close()
+		// verify syncs the scratch file before it reads it back, so closing it loses nothing; a
+		// scratch file left behind is only space in ScratchDir, not a reason to fail a snapshot
+		// that was stored and verified.
+		defer func() { _ = os.Remove(f.Name()) }()
+		defer func() { _ = f.Close() }()
 		scratch = f
 	}
 	check := newTrailerCheck(nil)

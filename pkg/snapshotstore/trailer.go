@@ -62,6 +62,3 @@ func (t *trailerCheck) verify() error {
 	}
 	return nil
 }
-
-// dbSize is the size of the database seen, without the trailer.
-func (t *trailerCheck) dbSize() int64 { return max(t.n-sha256.Size, 0) }

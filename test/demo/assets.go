@@ -20,7 +20,8 @@ const progressInterval = 15 * time.Second
 
 // ensureAssets makes sure kube-apiserver and etcd are built, building them with
 // hack/build-assets.sh (from the Go module proxy, into the same cache `make test` uses) when they
-// are not, and reporting progress meanwhile. It sets KUBEBUILDER_ASSETS for the environment.
+// are not, and reporting progress meanwhile (best effort: an error writing to out is dropped). It
+// sets KUBEBUILDER_ASSETS for the environment.
 func ensureAssets(ctx context.Context, root string, out io.Writer) error {
 	if dir, err := env.AssetsDir(); err == nil {
 		return os.Setenv(env.AssetsEnvVar, dir)
@@ -34,7 +35,7 @@ func ensureAssets(ctx context.Context, root string, out io.Writer) error {
 		cache = filepath.Join(home, ".cache")
 	}
 	cache = filepath.Join(cache, "etcd-adapter", "assets")
-	fmt.Fprintf(out, "First run: building kube-apiserver %s and etcd %s from the Go module proxy into %s (about 8 to 9 minutes on 2 idle cores, once).\n",
+	_, _ = fmt.Fprintf(out, "First run: building kube-apiserver %s and etcd %s from the Go module proxy into %s (about 8 to 9 minutes on 2 idle cores, once).\n",
 		env.KubernetesVersion, env.EtcdVersion, cache)
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-assets.sh"), cache)
 	cmd.Dir = root
@@ -56,7 +57,7 @@ func ensureAssets(ctx context.Context, root string, out io.Writer) error {
 			mu.Lock()
 			step = s.Text()
 			mu.Unlock()
-			fmt.Fprintf(out, "  [%s] %s\n", time.Since(start).Round(time.Second), s.Text())
+			_, _ = fmt.Fprintf(out, "  [%s] %s\n", time.Since(start).Round(time.Second), s.Text())
 		}
 	}()
 	done := make(chan error, 1)
@@ -69,11 +70,11 @@ func ensureAssets(ctx context.Context, root string, out io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("failed to build the test binaries (hack/build-assets.sh): %w", err)
 			}
-			fmt.Fprintf(out, "  built in %s\n", time.Since(start).Round(time.Second))
+			_, _ = fmt.Fprintf(out, "  built in %s\n", time.Since(start).Round(time.Second))
 			return os.Setenv(env.AssetsEnvVar, strings.TrimSpace(stdout.String()))
 		case <-tick.C:
 			mu.Lock()
-			fmt.Fprintf(out, "  [%s] still going: %s\n", time.Since(start).Round(time.Second), step)
+			_, _ = fmt.Fprintf(out, "  [%s] still going: %s\n", time.Since(start).Round(time.Second), step)
 			mu.Unlock()
 		}
 	}

@@ -148,14 +148,16 @@ func (d *demo) setUp(ctx context.Context, opts Options) error {
 	return d.p.register(ctx)
 }
 
+// say narrates a line. The narration never stops the demo: an error writing it is dropped here
+// and in title and table.
 func (d *demo) say(format string, args ...any) {
-	fmt.Fprintf(d.out, format+"\n", args...)
+	_, _ = fmt.Fprintf(d.out, format+"\n", args...)
 }
 
 func (d *demo) title(t string) {
 	d.step++
 	d.story.Steps = append(d.story.Steps, t)
-	fmt.Fprintf(d.out, "\n== %d. %s\n\n", d.step, t)
+	_, _ = fmt.Fprintf(d.out, "\n== %d. %s\n\n", d.step, t)
 }
 
 // table prints `kubectl get controlplaneetcds -A` and keeps it in the story.
@@ -165,7 +167,7 @@ func (d *demo) table(ctx context.Context) error {
 		return err
 	}
 	d.story.Tables = append(d.story.Tables, buf.String())
-	fmt.Fprintf(d.out, "$ kubectl get controlplaneetcds -A\n%s\n", buf.String())
+	_, _ = fmt.Fprintf(d.out, "$ kubectl get controlplaneetcds -A\n%s\n", buf.String())
 	return nil
 }
 
@@ -188,8 +190,11 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		}
 		return ok, nil
 	})
-	if err != nil {
-		return fmt.Errorf("failed waiting for %s (last error: %v): %w", what, last, err)
+	switch {
+	case err != nil && last != nil:
+		return fmt.Errorf("failed waiting for %s (last error: %w): %w", what, last, err)
+	case err != nil:
+		return fmt.Errorf("failed waiting for %s: %w", what, err)
 	}
 	return nil
 }

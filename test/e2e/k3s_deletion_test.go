@@ -68,7 +68,7 @@ var _ = Describe("Cluster deletion", func() {
 		}
 		members, err := c.workload.Etcd.NewClient(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		defer members.Close()
+		defer func() { _ = members.Close() }()
 		// Note: the recorder learns of a removal request from a Node watch, and K3s removes a
 		// member after the request, both after the moment the Machines were seen gone; so
 		// neither is checked once, but all along a window.

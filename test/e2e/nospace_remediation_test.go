@@ -119,7 +119,7 @@ var _ = Describe("Remediation held by a NOSPACE alarm", func() {
 		}, reconcileTimeout).Should(Succeed(), "status.maintenance must record the disarm")
 		defragmented := map[string]bool{}
 		for _, r := range m.Defragmentations {
-			AddReportEntry("kubeadm: defragmented "+r.Member, fmt.Sprintf("%s in %s: %d -> %v bytes", r.Reason, r.Duration.Duration.Round(time.Millisecond), r.DBSizeBefore, ptr.Deref(r.DBSizeAfter, -1)))
+			AddReportEntry("kubeadm: defragmented "+r.Member, fmt.Sprintf("%s in %s: %d -> %v bytes", r.Reason, r.Duration.Round(time.Millisecond), r.DBSizeBefore, ptr.Deref(r.DBSizeAfter, -1)))
 			Expect(r.Error).To(BeEmpty())
 			if r.Reason == v1alpha1.DefragmentationReasonNoSpace {
 				defragmented[r.Member] = true

@@ -80,9 +80,6 @@ func createCluster(ctx context.Context, c client.Client, in ClusterInput) (*clus
 	return cluster, nil
 }
 
-// markInitialized sets what the Cluster controller would once infrastructure and control plane
-// are up: the contract fields the ClusterCache waits for and the conditions Machine and
-// MachineHealthCheck controllers read.
 // MarkInitialized sets the status of a Cluster created without one (as `clusterctl move` creates
 // it on the target management cluster) to what RegisterCluster gives it: infrastructure
 // provisioned, control plane initialized. In a real management cluster Cluster API's Cluster
@@ -96,6 +93,9 @@ func MarkInitialized(ctx context.Context, c client.Client, cluster *clusterv1.Cl
 	return nil
 }
 
+// markInitialized sets what the Cluster controller would once infrastructure and control plane
+// are up: the contract fields the ClusterCache waits for and the conditions Machine and
+// MachineHealthCheck controllers read.
 func markInitialized(cluster *clusterv1.Cluster) {
 	cluster.Status.Initialization = clusterv1.ClusterInitializationStatus{
 		InfrastructureProvisioned: ptr.To(true),

@@ -137,7 +137,11 @@ func readPIDs(ctx context.Context, r io.Reader) ([]int, error) {
 			_, _ = io.Copy(io.Discard, r)
 			return
 		}
-		done <- result{err: fmt.Errorf("the helper ended without printing its PIDs: %v", sc.Err())}
+		err := errors.New("the helper ended without printing its PIDs")
+		if sc.Err() != nil {
+			err = fmt.Errorf("%w: %w", err, sc.Err())
+		}
+		done <- result{err: err}
 	}()
 	select {
 	case res := <-done:

@@ -139,7 +139,7 @@ func hookTimes(ctx context.Context, w watch.Interface) (waiting, released time.T
 			now := time.Now()
 			switch ev.Type {
 			case watch.Error:
-				return waiting, released, fmt.Errorf("watch error: %v", apierrors.FromObject(ev.Object))
+				return waiting, released, fmt.Errorf("watch error: %w", apierrors.FromObject(ev.Object))
 			case watch.Deleted:
 				released = now
 			case watch.Added, watch.Modified:

@@ -158,11 +158,13 @@ func startOperator(ctx context.Context, t *testing.T, m *env.Management) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-done
+		// Waiting makes sure the process is gone before its log is read; its exit (killed, or
+		// an earlier exit of its own) is shown with the log.
+		exit := <-done
 		_ = logFile.Close()
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
-				t.Logf("operator log:\n%s", b)
+				t.Logf("operator exited (%v); log:\n%s", exit, b)
 			}
 		}
 	})

@@ -106,7 +106,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		return errors.New("failed to set up the ControlPlaneEtcd controller: Backends is nil")
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorderFor(controllerName + "-controller")
+		r.Recorder = mgr.GetEventRecorderFor(controllerName + "-controller") //nolint:staticcheck // core/v1 Events, as Cluster API v1.14's controllers record them; GetEventRecorder writes events.k8s.io/v1 Events (other RBAC, other objects for users)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ControlPlaneEtcd{}).

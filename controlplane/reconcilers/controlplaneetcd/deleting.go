@@ -101,7 +101,7 @@ func (r *Reconciler) reconcileDeletingMachines(ctx context.Context, s *scope) (c
 		}
 	}
 	slices.SortFunc(held, func(a, b *clusterv1.Machine) int {
-		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(a.DeletionTimestamp.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
 	if s.clusterID.Refuse {
 		// Note: what this etcd lists says nothing about the members of the Machines held: no

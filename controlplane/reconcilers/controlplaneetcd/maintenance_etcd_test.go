@@ -231,7 +231,7 @@ func fragmentRound(t *testing.T, g *WithT, e *reconcileEnv, cpe *v1alpha1.Contro
 	took := time.Since(start)
 	expectDefragmentedOnce(g, got.Status.Maintenance.Defragmentations[before:], c, v1alpha1.DefragmentationReasonFreeSpace)
 	for _, r := range got.Status.Maintenance.Defragmentations[before:] {
-		t.Logf("defragmented %s in %s: %d -> %d bytes (%d -> %d in use)", r.Member, r.Duration.Duration.Round(time.Millisecond),
+		t.Logf("defragmented %s in %s: %d -> %d bytes (%d -> %d in use)", r.Member, r.Duration.Round(time.Millisecond),
 			r.DBSizeBefore, *r.DBSizeAfter, r.DBSizeInUseBefore, *r.DBSizeInUseAfter)
 	}
 	for _, w := range writers {

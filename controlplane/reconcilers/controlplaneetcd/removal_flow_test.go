@@ -59,7 +59,7 @@ func newFlowRun(t *testing.T, s *scope, backend *etcdfake.Cluster) *flowRun {
 		return got.Status.Removal
 	}
 	base := fake.NewClientBuilder().WithScheme(eventScheme()).WithIndex(&v1alpha1.ControlPlaneEtcd{}, v1alpha1.ClusterNameField, creation.ClusterNameOf).WithObjects(objs...).WithStatusSubresource(s.cpe).Build()
-	run.client = interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+	run.client = interceptor.NewClient(base, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if _, ok := obj.(*clusterv1.Machine); ok {
 				run.removalAtMachinePatch = append(run.removalAtMachinePatch, stored())

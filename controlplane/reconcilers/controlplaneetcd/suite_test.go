@@ -2,6 +2,7 @@ package controlplaneetcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -88,13 +89,13 @@ func startManagement() (*management, error) {
 	}
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("failed to set up the manager: %w (stopping the apiserver: %v)", err, apiServer.Stop())
+		return nil, errors.Join(fmt.Errorf("failed to set up the manager: %w", err), apiServer.Stop())
 	}
 	go func() { _ = mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		cancel()
-		return nil, fmt.Errorf("the manager's cache did not sync (stopping the apiserver: %v)", apiServer.Stop())
+		return nil, errors.Join(errors.New("the manager's cache did not sync"), apiServer.Stop())
 	}
 	return &management{apiServer: apiServer, direct: apiServer.Client, cached: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
-		events: mgr.GetEventRecorderFor("etcd-adapter-controlplaneetcd"), stop: cancel}, nil
+		events: mgr.GetEventRecorderFor("etcd-adapter-controlplaneetcd"), stop: cancel}, nil //nolint:staticcheck // the recorder the controller uses (controller.go)
 }

@@ -50,7 +50,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		return errors.New("failed to set up the hook hand-back controller: Client is nil")
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorderFor(controllerName)
+		r.Recorder = mgr.GetEventRecorderFor(controllerName) //nolint:staticcheck // core/v1 Events, as Cluster API v1.14's controllers record them; GetEventRecorder writes events.k8s.io/v1 Events (other RBAC, other objects for users)
 	}
 	if r.APIReader == nil {
 		r.APIReader = r.Client

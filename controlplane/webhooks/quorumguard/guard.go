@@ -94,7 +94,7 @@ func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 		g.RESTMapper = mgr.GetRESTMapper()
 	}
 	if g.Recorder == nil {
-		g.Recorder = mgr.GetEventRecorderFor("etcd-adapter-quorum-guard")
+		g.Recorder = mgr.GetEventRecorderFor("etcd-adapter-quorum-guard") //nolint:staticcheck // core/v1 Events, as Cluster API v1.14's controllers record them; GetEventRecorder writes events.k8s.io/v1 Events (other RBAC, other objects for users)
 	}
 	g.decoder = admission.NewDecoder(mgr.GetScheme())
 	mgr.GetWebhookServer().Register(Path, &webhook.Admission{Handler: g})

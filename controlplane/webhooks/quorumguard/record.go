@@ -83,7 +83,7 @@ func (r *admissionRecord) underWay(all []clusterv1.Machine, self *clusterv1.Mach
 		}
 	}
 	slices.SortFunc(out, func(a, b *clusterv1.Machine) int {
-		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(a.DeletionTimestamp.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
 	for _, a := range r.pending(all, now) {
 		if a.Name != self.Name {

@@ -2,6 +2,7 @@ package quorumguard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func startManagement(backend staticBackend) (*management, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fail := func(err error) (*management, error) {
 		cancel()
-		return nil, fmt.Errorf("%w (stopping the apiserver: %v)", err, apiServer.Stop())
+		return nil, errors.Join(err, apiServer.Stop())
 	}
 	wio := apiServer.WebhookInstallOptions()
 	opts := capi.ManagerOptions(scheme)

@@ -91,6 +91,10 @@ func (s conditionSink) SetControlPlaneCondition(c provider.Condition) {
 	}
 }
 
+// v1beta1Condition is the library's condition as a Cluster API v1beta1 condition, the type
+// Cluster API v1.14 keeps, deprecated, for objects of v1beta1-contract providers.
+//
+//nolint:staticcheck // v1beta1 conditions are what this provider's users alert on (conditionSink)
 func v1beta1Condition(c provider.Condition) *clusterv1.Condition {
 	return &clusterv1.Condition{Type: clusterv1.ConditionType(c.Type), Status: corev1.ConditionStatus(c.Status),
 		Severity: clusterv1.ConditionSeverity(c.Severity), Reason: c.Reason, Message: c.Message}

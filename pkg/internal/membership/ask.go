@@ -168,7 +168,7 @@ func toAnswer(ctx context.Context, t Transport, where string, st *clientv3.Statu
 		errs, alarms := SplitStatusErrors(st.Errors)
 		a.Errors = etcd.SanitizeTexts(errs, etcd.MaxErrorsPerMember, etcd.MaxTextBytes)
 		a.Alarms = alarms[:min(len(alarms), etcd.MaxErrorsPerMember)]
-	} else if stErr != errNotAsked {
+	} else if stErr != errNotAsked { //nolint:errorlint // identity on purpose: errors.Is on a gRPC status compares by value and would also match a real "not capable" answer
 		a.Errors = append(a.Errors, etcd.SanitizeText(t.Describe(ctx, where, "Status", stErr).Error(), etcd.MaxTextBytes))
 	}
 	if ml != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -85,13 +84,4 @@ func (f *fakeTransport) Lost(_ context.Context, where string, _ Client) {
 
 func (f *fakeTransport) Removing(target etcd.Member, via string) {
 	f.removing = append(f.removing, fmt.Sprintf("%x via %s", target.ID, via))
-}
-
-func (f *fakeTransport) places() []string {
-	var out []string
-	for w := range f.members {
-		out = append(out, w)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -94,8 +94,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.Binary = os.Getenv(BinaryEnvVar)
 	}
 	if o.Binary != "" {
-		if info, err := os.Stat(o.Binary); err != nil || info.IsDir() || info.Mode().Perm()&0o111 == 0 {
-			return o, fmt.Errorf("invalid options: etcd binary %q is not an executable file (%v)", o.Binary, err)
+		info, err := os.Stat(o.Binary)
+		if err != nil {
+			return o, fmt.Errorf("invalid options: etcd binary %q is not an executable file: %w", o.Binary, err)
+		}
+		if info.IsDir() || info.Mode().Perm()&0o111 == 0 {
+			return o, fmt.Errorf("invalid options: etcd binary %q is not an executable file", o.Binary)
 		}
 	}
 	specs := make([]MemberSpec, len(o.Members))

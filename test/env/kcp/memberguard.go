@@ -130,7 +130,7 @@ func (g *memberGuard) watch() {
 
 func (g *memberGuard) selfRemoved() bool {
 	e := g.member.Etcd()
-	if e == nil || e.Server == nil || e.Server.Cluster() == nil {
+	if e == nil || e.Server == nil {
 		return false
 	}
 	return e.Server.Cluster().Member(e.Server.MemberID()) == nil
@@ -149,7 +149,7 @@ func (g *memberGuard) removedByLeader() bool {
 			continue
 		}
 		pe := p.Etcd()
-		if pe == nil || pe.Server == nil || pe.Server.Cluster() == nil {
+		if pe == nil || pe.Server == nil {
 			continue
 		}
 		id := pe.Server.MemberID()

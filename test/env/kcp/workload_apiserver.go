@@ -73,8 +73,8 @@ func (s *workloadAPIServer) start(assets string, ca *keyPair) error {
 	apiServer := &envtest.APIServer{CertDir: s.dir}
 	// Note: with apiserver.crt present envtest keeps it (and does not fill SecureServing.CA),
 	// so the serving CA is given here.
-	apiServer.SecureServing.CA = ca.certPEM
-	apiServer.SecureServing.Authn = &caAuthn{ca: ca}
+	apiServer.CA = ca.certPEM
+	apiServer.Authn = &caAuthn{ca: ca}
 	apiServer.Configure().Set("shutdown-send-retry-after", "true")
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory:    assets,

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
 
 // SPDYProtocol is how PortForwardProtocols names a port-forward the apiserver brought to the

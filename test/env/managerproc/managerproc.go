@@ -106,7 +106,10 @@ func (b Binary) Start(ctx context.Context, o Options) (*Process, error) {
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case <-p.done:
-			return false, fmt.Errorf("the manager exited: %v", p.err)
+			if p.err != nil {
+				return false, fmt.Errorf("the manager exited: %w", p.err)
+			}
+			return false, errors.New("the manager exited with status 0 before it was ready")
 		default:
 		}
 		resp, err := http.Get("http://" + health + "/readyz") //nolint:noctx // a local probe

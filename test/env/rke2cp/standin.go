@@ -219,7 +219,7 @@ func deletingMachineWithHook(deleting []*clusterv1.Machine) *clusterv1.Machine {
 		}
 	}
 	oldest := slices.MinFunc(deleting, func(a, b *clusterv1.Machine) int {
-		return cmp.Or(a.DeletionTimestamp.Time.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(a.DeletionTimestamp.Compare(b.DeletionTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
 	c := conditions.Get(oldest, clusterv1.MachineDeletingCondition)
 	if c == nil || c.Status != metav1.ConditionTrue ||

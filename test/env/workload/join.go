@@ -36,15 +36,16 @@ const (
 type JoinStep string
 
 const (
-	// JoinNodeRegistered: the kubelet registered the Node, with its providerID and InternalIP.
+	// JoinNodeRegistered is the step where the kubelet registered the Node, with its providerID
+	// and InternalIP.
 	JoinNodeRegistered JoinStep = "NodeRegistered"
-	// JoinLearnerAdded: the etcd learner was added; its static Pod has not started, so etcd
-	// lists it with its peer URL (on the Node's address) and no name.
+	// JoinLearnerAdded is the step where the etcd learner was added; its static Pod has not
+	// started, so etcd lists it with its peer URL (on the Node's address) and no name.
 	JoinLearnerAdded JoinStep = "LearnerAdded"
-	// JoinEtcdStarted: the etcd static Pod started, so the learner has its name; its mirror Pod
-	// exists once the Node does.
+	// JoinEtcdStarted is the step where the etcd static Pod started, so the learner has its
+	// name; its mirror Pod exists once the Node does.
 	JoinEtcdStarted JoinStep = "EtcdStarted"
-	// JoinPromoted: kubeadm promoted the learner to a voter (MemberPromote).
+	// JoinPromoted is the step where kubeadm promoted the learner to a voter (MemberPromote).
 	JoinPromoted JoinStep = "Promoted"
 )
 
