@@ -41,13 +41,14 @@ const minimumGracePeriod = 2 * time.Second
 // replicas and it dials new ones when the admissions overlap more than its pool holds.
 const pollers = 6
 
-// TestDeployedReplicasGracefulEnd runs the Deployment's two replicas as TestDeployedReplicasLeaderKill
-// does, and ends the replica holding the Lease during a removal the way a rolling update, a drain
-// or `kubectl delete pod` ends a Pod (podTermination): its endpoint leaves the Service after
-// endpointPropagation, while the kubelet runs the container's preStop hook, sends SIGTERM and
-// SIGKILL only after the grace period, both read from the rendered Deployment. The replica stops
-// by itself within the grace period and releases the Lease, the other takes it and the removal
-// completes, and not one of the admissions polled throughout (by several clients) fails or goes without the hook.
+// TestDeployedReplicasGracefulEnd runs the Deployment's two replicas as
+// TestDeployedReplicasLeaderKill does, and ends the replica holding the Lease during a removal
+// the way a rolling update, a drain or `kubectl delete pod` ends a Pod (podTermination.end): its
+// endpoint leaves the Service after endpointPropagation, while the kubelet runs the container's
+// preStop hook, sends SIGTERM, and SIGKILL only after the grace period, all read from the rendered
+// Deployment. The replica drains for its --shutdown-delay, stops by itself within the grace
+// period and releases the Lease, the other takes it, the removal completes, and not one of the
+// admissions polled throughout by several clients fails or goes without the hook.
 func TestDeployedReplicasGracefulEnd(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -173,11 +174,13 @@ type podEnd struct {
 // the grace period (the whole seconds the hook took deducted, at least minimumGracePeriod), which
 // is SIGTERM and, if the process is still running when that ends, SIGKILL.
 func (p podTermination) end(ctx context.Context, g Gomega, n *serviceNetwork, backend string, r *replica) podEnd {
+	// The endpoint leaves when the deletion has propagated, whether the process still runs or
+	// not: until then kube-proxy sends new connections to the Pod even after its container
+	// ended, and they are refused.
 	var gone atomic.Bool
-	n.readiness(backend, func() bool { return !gone.Load() && r.running() })
+	n.readiness(backend, func() bool { return !gone.Load() })
 	e := podEnd{deleted: time.Now()}
-	propagated := time.AfterFunc(endpointPropagation, func() { gone.Store(true) })
-	defer propagated.Stop()
+	time.AfterFunc(endpointPropagation, func() { gone.Store(true) })
 
 	grace := p.grace
 	if p.preStop > 0 {
