@@ -22,14 +22,14 @@ const maxWebhookTimeout = 30 * time.Second
 // request kube-apiserver is writing on it, which then fails with EOF: Go's client replays only
 // requests it had not written, and kube-apiserver does not retry a webhook call.
 //
-// Its admissions are not cancelled by its own shutdown. controller-runtime serves each request with a context derived from the
-// server's (http.Server.BaseContext, pkg/internal/httpserver), and cancels that when it stops the
-// server, which it does after the controllers and caches, while http.Server.Shutdown waits for
-// the requests in flight. A request kube-apiserver sent on one of its pooled connections just
-// before the stop was then answered with its reads failing ("context canceled"): the hook
-// webhook denied a Machine's creation. kube-apiserver does not retry a webhook call, so each
-// admission keeps its own deadline instead, the one kube-apiserver put on the call, and still
-// ends when kube-apiserver goes away.
+// Its admissions are not cancelled by its own shutdown. controller-runtime serves each request
+// with a context derived from the server's (http.Server.BaseContext, pkg/internal/httpserver)
+// and cancels that when it stops the server, which it does after the controllers and caches,
+// while http.Server.Shutdown waits for the requests in flight. A request kube-apiserver sent on
+// one of its pooled connections just before the stop would be answered with its reads failing
+// ("context canceled"): the hook webhook would deny a Machine's creation, and kube-apiserver
+// does not retry a webhook call. Each admission keeps the deadline kube-apiserver put on the
+// call instead, and still ends when kube-apiserver goes away.
 type webhookServer struct {
 	webhook.Server
 	// stopping is the context the server was started with, once started.
