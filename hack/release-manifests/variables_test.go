@@ -25,7 +25,7 @@ import (
 )
 
 // argsBeforeVariables are the manager's arguments in the Deployment before its settings became
-// clusterctl variables. Rendered with no variable set, the components must run the manager with
+// clusterctl variables, and the literal ones added since (--shutdown-delay). Rendered with no variable set, the components must run the manager with
 // the settings these give.
 var argsBeforeVariables = []string{
 	"--leader-elect",
@@ -33,6 +33,7 @@ var argsBeforeVariables = []string{
 	"--diagnostics-cert-dir=/tmp/k8s-metrics-server/serving-certs",
 	"--health-addr=:9440",
 	"--webhook-port=9443",
+	"--shutdown-delay=10s",
 	"--snapshot-scratch-dir=/var/lib/etcd-adapter/snapshots",
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -97,10 +98,10 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (ctrl.Manager, error
 		Metrics:                       *metricsOptions,
 		Cache:                         cacheOptions(scheme, o),
 		Client:                        capisetup.ManagerClientOptions(),
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: &webhookServer{Server: webhook.NewServer(webhook.Options{
 			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir,
 			CertName: o.WebhookCert, KeyName: o.WebhookKey, TLSOpts: tlsOptions,
-		}),
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the manager: %w", err)
@@ -161,15 +162,43 @@ func FieldManager(o *Options) string {
 	return "etcd-adapter"
 }
 
-// Run builds the manager and runs it until ctx ends, then shuts it down gracefully (leader
-// election released, controllers drained within the manager's graceful shutdown timeout).
+// Run builds the manager and runs it until ctx ends and o.ShutdownDelay passed after that, then
+// shuts it down gracefully (controllers drained within the manager's graceful shutdown timeout,
+// leader election released, the webhook server stopped last).
+//
+// The delay is for the webhooks of a Pod that Kubernetes ends. The kubelet sends SIGTERM while
+// the EndpointSlice controller and kube-proxy are still taking the Pod out of its Service
+// (kubernetes-sigs/controller-runtime#3113): a webhook server that stopped at once would refuse
+// the connections still sent to it, and close kube-apiserver's pooled ones under requests.
+// During the delay the manager works on unchanged, every webhook response closing its
+// connection (webhookServer), so that kube-apiserver's next calls go to another replica. The
+// Kubernetes API server delays its own shutdown the same way (--shutdown-delay-duration).
 func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
-	mgr, err := New(ctx, cfg, o)
+	running, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	mgr, err := New(running, cfg, o)
 	if err != nil {
 		return err
 	}
-	ctrl.LoggerFrom(ctx).Info("Starting manager", "version", Version(), "watchFilter", o.WatchFilter, "namespace", o.Namespace)
-	if err := mgr.Start(ctx); err != nil {
+	log := ctrl.LoggerFrom(ctx)
+	go func() {
+		select {
+		case <-running.Done():
+			return
+		case <-ctx.Done():
+		}
+		if s, ok := mgr.GetWebhookServer().(*webhookServer); ok && o.Webhooks && o.ShutdownDelay > 0 {
+			log.Info("Draining the webhook connections before stopping", "shutdownDelay", o.ShutdownDelay)
+			s.drain()
+			select {
+			case <-running.Done():
+			case <-time.After(o.ShutdownDelay):
+			}
+		}
+		stop()
+	}()
+	log.Info("Starting manager", "version", Version(), "watchFilter", o.WatchFilter, "namespace", o.Namespace)
+	if err := mgr.Start(running); err != nil {
 		return fmt.Errorf("manager stopped with an error: %w", err)
 	}
 	return nil

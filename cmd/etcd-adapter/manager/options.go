@@ -80,6 +80,9 @@ type Options struct {
 	WebhookCertDir string
 	WebhookCert    string
 	WebhookKey     string
+	// ShutdownDelay is how long the manager runs on once asked to stop, its webhook responses
+	// closing their connections, before it stops anything (see Run).
+	ShutdownDelay time.Duration
 	// DiagnosticsCertDir holds the metrics endpoint's serving certificate (tls.crt, tls.key);
 	// empty means a self-signed one that no scraper can verify.
 	DiagnosticsCertDir string
@@ -173,6 +176,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Serve the quorum guard and Machine hook webhooks (needs a serving certificate in --webhook-cert-dir). Off, delete the MutatingWebhookConfiguration too: it refuses new control-plane Machines when nothing serves it.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Webhook server port.")
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Webhook server bind host; empty means every interface.")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay,
+		"After SIGTERM, how long the manager runs on, each webhook response closing its connection, before it stops: kube-proxy stops sending the ending Pod new connections and kube-apiserver's pooled ones end meanwhile. Set it longer than endpoint propagation; 0 stops at once.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Webhook serving certificate directory.")
 	fs.StringVar(&o.DiagnosticsCertDir, "diagnostics-cert-dir", o.DiagnosticsCertDir,
 		"Directory of the metrics endpoint's serving certificate (tls.crt, tls.key), so a scraper can verify it. Empty: a self-signed certificate.")
@@ -226,6 +231,9 @@ func (o *Options) Validate() error {
 	if o.EtcdCallTimeout > 0 && o.EtcdDialTimeout >= o.EtcdCallTimeout {
 		errs = append(errs, fmt.Errorf("--etcd-dial-timeout (%s) must be shorter than --etcd-call-timeout (%s): a dial runs within the call's deadline, so a longer one has no effect",
 			o.EtcdDialTimeout, o.EtcdCallTimeout))
+	}
+	if o.ShutdownDelay < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay must not be negative, got %s", o.ShutdownDelay))
 	}
 	if o.ObservationInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--observation-interval must be positive, got %s", o.ObservationInterval))
