@@ -53,7 +53,7 @@ func TestWebhookServer_admissionContext(t *testing.T) {
 			serverCtx, stopServer := context.WithCancel(t.Context())
 			stopped := make(chan error, 1)
 			go func() { stopped <- srv.Start(serverCtx) }()
-			t.Cleanup(func() { stopServer(); <-stopped })
+			t.Cleanup(func() { stopServer(); g.Expect(<-stopped).To(Succeed()) })
 			g.Eventually(func() error { return srv.StartedChecker()(nil) }).WithTimeout(time.Minute).Should(Succeed())
 
 			callCtx, abandonCall := context.WithCancel(t.Context())
@@ -130,7 +130,7 @@ func TestWebhookServer_drain(t *testing.T) {
 	ctx, stop := context.WithCancel(t.Context())
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Start(ctx) }()
-	t.Cleanup(func() { stop(); <-stopped })
+	t.Cleanup(func() { stop(); g.Expect(<-stopped).To(Succeed()) })
 	g.Eventually(func() error { return srv.StartedChecker()(nil) }).WithTimeout(time.Minute).Should(Succeed())
 
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
