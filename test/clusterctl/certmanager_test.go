@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -115,15 +114,8 @@ func installWithCertManager(ctx context.Context, t *testing.T) *certManagerInsta
 	t.Helper()
 	g := NewWithT(t)
 	in := &certManagerInstall{binaries: certManagerBinaries(t)}
-	// A short path: a Unix socket's is limited to 107 bytes.
-	sockets, err := os.MkdirTemp("", "egress-")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
-	in.network, err = startServiceNetwork(sockets)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = in.network.close() })
-	egress, err := in.network.egressSelectorConfig(t.TempDir())
-	g.Expect(err).NotTo(HaveOccurred())
+	var egress string
+	in.network, egress = startTestServiceNetwork(t, g)
 	r := newRepository(t, "v0.1.0")
 	m := startManagementWith(ctx, t, r, managementOptions{
 		crdPaths:       []string{certManagerCRDs(t)},
@@ -145,6 +137,7 @@ func installWithCertManager(ctx context.Context, t *testing.T) *certManagerInsta
 
 	in.deployment = &appsv1.Deployment{}
 	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, in.deployment)).To(Succeed())
+	var err error
 	in.bin, err = managerproc.Build(ctx, t.TempDir(), m.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	return in

@@ -276,15 +276,8 @@ func startQuickStart(ctx context.Context, t *testing.T) *quickStart {
 	t.Helper()
 	g := NewWithT(t)
 	q := &quickStart{binaries: certManagerBinaries(t), logs: logDir(t)}
-	// A short path: a Unix socket's is limited to 107 bytes.
-	sockets, err := os.MkdirTemp("", "egress-")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
-	q.network, err = startServiceNetwork(sockets)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = q.network.close() })
-	egress, err := q.network.egressSelectorConfig(t.TempDir())
-	g.Expect(err).NotTo(HaveOccurred())
+	var egress string
+	q.network, egress = startTestServiceNetwork(t, g)
 	// The repository only records Cluster API as the management cluster's core provider (see
 	// doc.go); the addon's release is the one the blocks lay out from out/.
 	r := newRepository(t, "v0.1.0")

@@ -62,20 +62,8 @@ func TestDeployedReplicasGracefulEnd(t *testing.T) {
 	t.Logf("the Deployment's Pod ends with a preStop sleep of %s and a grace period of %s; the manager's shutdown delay is %s", term.preStop, term.grace, delay)
 	g.Expect(term.preStop+delay).To(BeNumerically("<", term.grace), "the manager's drain ends before the kubelet's SIGKILL")
 
-	replicas := []*replica{
-		m.startReplica(ctx, t, in.bin, d, in.logs, "replica-0"),
-		m.startReplica(ctx, t, in.bin, d, in.logs, "replica-1"),
-	}
-	webhookAddr, backends := m.serviceBackends(ctx, g, d, webhookService, replicas...)
-	for i, r := range replicas {
-		in.network.readiness(backends[i], r.running)
-	}
-	in.network.route(webhookAddr, backends...)
-
-	ns := createNamespace(ctx, g, m, "graceful")
-	c, machines := registerK3s(ctx, g, m, k, ns, "k3s")
-	g.Expect(hooked(ctx, g, m.Client, ns)).To(ConsistOf(names(machines)), "the hook webhook put the hook on every Machine")
-	g.Eventually(func(g Gomega) int32 { return healthyMembers(ctx, g, m.Client, ns, c.Name) }, 2*time.Minute).Should(BeEquivalentTo(3))
+	replicas, webhookAddr, backends := in.startTwoReplicas(ctx, t, g)
+	c, machines := registerHealthyK3s(ctx, g, m, k, "graceful")
 
 	leader, holder := m.leader(ctx, g, replicas)
 	probe := m.hookedCluster(ctx, g)
@@ -85,12 +73,7 @@ func TestDeployedReplicasGracefulEnd(t *testing.T) {
 	}
 
 	doomed := machines[2]
-	g.Expect(m.Client.Delete(ctx, doomed.DeepCopy())).To(Succeed())
-	g.Eventually(func(g Gomega) *v1alpha1.MemberRemovalStatus {
-		cpe := &v1alpha1.ControlPlaneEtcd{}
-		g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(c), cpe)).To(Succeed())
-		return cpe.Status.Removal
-	}, 2*time.Minute, 50*time.Millisecond).ShouldNot(BeNil(), "the removal of the Machine's member is under way")
+	startRemoval(ctx, g, m, c, doomed)
 
 	connects := in.network.connected(webhookAddr)
 	t.Logf("at the Pod's deletion kube-apiserver holds %d connections to the ending replica, %d to the other", established(g, backends[leader]), established(g, backends[1-leader]))

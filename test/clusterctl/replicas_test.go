@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 	"github.com/etcd-adapter/etcd-adapter/cmd/etcd-adapter/manager"
+	"github.com/etcd-adapter/etcd-adapter/test/env/workload"
 )
 
 // TestDeployedReplicasLeaderKill runs the Deployment's two replicas as processes, installed as
@@ -33,22 +34,10 @@ func TestDeployedReplicasLeaderKill(t *testing.T) {
 	k := startK3s(ctx, t) // stopped last, after the management cluster that watches it
 	in := installWithCertManager(ctx, t)
 	in.injectCA(ctx, t)
-	m, d := in.m, in.deployment
+	m := in.m
 
-	replicas := []*replica{
-		m.startReplica(ctx, t, in.bin, d, in.logs, "replica-0"),
-		m.startReplica(ctx, t, in.bin, d, in.logs, "replica-1"),
-	}
-	webhookAddr, backends := m.serviceBackends(ctx, g, d, webhookService, replicas...)
-	for i, r := range replicas {
-		in.network.readiness(backends[i], r.running)
-	}
-	in.network.route(webhookAddr, backends...)
-
-	ns := createNamespace(ctx, g, m, "replicas")
-	c, machines := registerK3s(ctx, g, m, k, ns, "k3s")
-	g.Expect(hooked(ctx, g, m.Client, ns)).To(ConsistOf(names(machines)), "the hook webhook put the hook on every Machine")
-	g.Eventually(func(g Gomega) int32 { return healthyMembers(ctx, g, m.Client, ns, c.Name) }, 2*time.Minute).Should(BeEquivalentTo(3))
+	replicas, _, _ := in.startTwoReplicas(ctx, t, g)
+	c, machines := registerHealthyK3s(ctx, g, m, k, "replicas")
 
 	leader, holder := m.leader(ctx, g, replicas)
 	other := replicas[1-leader]
@@ -56,12 +45,7 @@ func TestDeployedReplicasLeaderKill(t *testing.T) {
 	poll := m.pollAdmissions(ctx, probe)
 
 	doomed := machines[2]
-	g.Expect(m.Client.Delete(ctx, doomed.DeepCopy())).To(Succeed())
-	g.Eventually(func(g Gomega) *v1alpha1.MemberRemovalStatus {
-		cpe := &v1alpha1.ControlPlaneEtcd{}
-		g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(c), cpe)).To(Succeed())
-		return cpe.Status.Removal
-	}, 2*time.Minute, 50*time.Millisecond).ShouldNot(BeNil(), "the removal of the Machine's member is under way")
+	startRemoval(ctx, g, m, c, doomed)
 	killed := time.Now()
 	g.Expect(replicas[leader].Kill()).To(Succeed())
 	// Only the leader releases the hook, so a hook still on the Machine after the kill is a removal
@@ -140,4 +124,43 @@ func (m *management) leader(ctx context.Context, g Gomega, replicas []*replica) 
 		return found
 	}, 2*time.Minute).Should(HaveLen(1), "one replica holds the Lease")
 	return leader, holder
+}
+
+// startTwoReplicas starts the Deployment's two replicas as processes, both behind the webhook
+// Service, each its endpoint while its process runs. It returns them, the Service's address and
+// their backends, in the replicas' order.
+func (in *certManagerInstall) startTwoReplicas(ctx context.Context, t *testing.T, g Gomega) ([]*replica, string, []string) {
+	m, d := in.m, in.deployment
+	replicas := []*replica{
+		m.startReplica(ctx, t, in.bin, d, in.logs, "replica-0"),
+		m.startReplica(ctx, t, in.bin, d, in.logs, "replica-1"),
+	}
+	webhookAddr, backends := m.serviceBackends(ctx, g, d, webhookService, replicas...)
+	for i, r := range replicas {
+		in.network.readiness(backends[i], r.running)
+	}
+	in.network.route(webhookAddr, backends...)
+	return replicas, webhookAddr, backends
+}
+
+// registerHealthyK3s registers the K3s workload cluster in a new namespace and returns once the
+// hook webhook has hooked its control-plane Machines and etcd-adapter reports its three members
+// healthy.
+func registerHealthyK3s(ctx context.Context, g Gomega, m *management, k *workload.K3s, namespace string) (*clusterv1.Cluster, []*clusterv1.Machine) {
+	ns := createNamespace(ctx, g, m, namespace)
+	c, machines := registerK3s(ctx, g, m, k, ns, "k3s")
+	g.Expect(hooked(ctx, g, m.Client, ns)).To(ConsistOf(names(machines)), "the hook webhook put the hook on every Machine")
+	g.Eventually(func(g Gomega) int32 { return healthyMembers(ctx, g, m.Client, ns, c.Name) }, 2*time.Minute).Should(BeEquivalentTo(3))
+	return c, machines
+}
+
+// startRemoval deletes the Machine and returns once the removal of its etcd member is under way
+// (the ControlPlaneEtcd's status.removal set).
+func startRemoval(ctx context.Context, g Gomega, m *management, c *clusterv1.Cluster, doomed *clusterv1.Machine) {
+	g.Expect(m.Client.Delete(ctx, doomed.DeepCopy())).To(Succeed())
+	g.Eventually(func(g Gomega) *v1alpha1.MemberRemovalStatus {
+		cpe := &v1alpha1.ControlPlaneEtcd{}
+		g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(c), cpe)).To(Succeed())
+		return cpe.Status.Removal
+	}, 2*time.Minute, 50*time.Millisecond).ShouldNot(BeNil(), "the removal of the Machine's member is under way")
 }

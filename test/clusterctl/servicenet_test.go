@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	. "github.com/onsi/gomega"
 )
 
 // serviceNetwork plays the cluster network between kube-apiserver and the Services' backends, as
@@ -54,6 +57,22 @@ func startServiceNetwork(dir string) (*serviceNetwork, error) {
 	n.server = &http.Server{Handler: http.HandlerFunc(n.connect), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = n.server.Serve(l) }()
 	return n, nil
+}
+
+// startTestServiceNetwork starts a serviceNetwork for t in a short temporary directory (a Unix
+// socket's path is limited to 107 bytes) and returns it with the path of kube-apiserver's
+// egress selector configuration that sends the Service traffic to it. Both end with t.
+func startTestServiceNetwork(t *testing.T, g Gomega) (*serviceNetwork, string) {
+	t.Helper()
+	sockets, err := os.MkdirTemp("", "egress-")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
+	n, err := startServiceNetwork(sockets)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = n.close() })
+	egress, err := n.egressSelectorConfig(t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	return n, egress
 }
 
 // egressSelectorConfig writes kube-apiserver's EgressSelectorConfiguration sending the "cluster"
