@@ -286,8 +286,19 @@ func remediateDeadMember(ctx context.Context, c *testCluster, node string, backe
 	By(fmt.Sprintf("the member on %s dies; its Node stays Ready", node))
 	died := time.Now()
 	Expect(c.workload.Etcd.StopMember(ctx, c.workload.Etcd.MemberOnNode(node).Name())).To(Succeed())
-	var falseSince time.Time
+	// Note: status.machineMembers is read on every poll, while the member is unhealthy and before
+	// the condition turns False: once the remediation removed the member, the Machine has no
+	// entry there any more, and on a loaded machine the poll that sees the condition False may
+	// come after that.
+	var falseSince, seenUnhealthy time.Time
 	Eventually(func(g Gomega) {
+		cpe := &v1alpha1.ControlPlaneEtcd{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(c.cpe), cpe)).To(Succeed())
+		for _, mm := range cpe.Status.MachineMembers {
+			if mm.MachineName == sick.Name && mm.UnhealthySince != nil && seenUnhealthy.IsZero() {
+				seenUnhealthy = mm.UnhealthySince.Time
+			}
+		}
 		m := &clusterv1.Machine{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(sick), m)).To(Succeed())
 		g.Expect(conditions.IsFalse(m, clusterv1.MachineOwnerRemediatedCondition) || !m.DeletionTimestamp.IsZero()).To(BeTrue())
@@ -300,12 +311,6 @@ func remediateDeadMember(ctx context.Context, c *testCluster, node string, backe
 		g.Expect(conditions.Get(m, clusterv1.MachineHealthCheckSucceededCondition)).NotTo(BeNil(), "the MachineHealthCheck's condition must survive")
 	}, deletionTimeout, 200*time.Millisecond).Should(Succeed(), "the MachineHealthCheck must mark Machine %s on %s", sick.Name, v1alpha1.MemberHealthyMachineCondition)
 	marked := time.Now()
-	var seenUnhealthy time.Time
-	for _, mm := range c.status(ctx).Status.MachineMembers {
-		if mm.MachineName == sick.Name && mm.UnhealthySince != nil {
-			seenUnhealthy = mm.UnhealthySince.Time
-		}
-	}
 	Expect(seenUnhealthy).NotTo(BeZero(), "status.machineMembers must hold since when the member of %s is unhealthy", sick.Name)
 	Expect(falseSince.Sub(seenUnhealthy)).To(BeNumerically(">=", e2eMemberUnhealthyTimeout-time.Second),
 		"the condition turns False only after memberUnhealthyTimeout (both times are whole seconds)")
