@@ -12,16 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-adapter/etcd-adapter/test/env"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/test/env/parentdeath"
 )
-
-// certManagerDir is where hack/tools/cert-manager's module (its go.mod names the cert-manager
-// version) lives.
-const certManagerToolDir = repoRoot + "/hack/tools/cert-manager"
 
 // certManagerBinaries returns the directory holding cert-manager's controller and cainjector:
 // CERT_MANAGER_DIR when set (make test sets it), else what hack/build-cert-manager.sh builds into
@@ -47,12 +45,9 @@ func certManagerBinaries(t *testing.T) string {
 // hack/tools/cert-manager builds).
 func certManagerCRDs(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager")
-	cmd.Dir = certManagerToolDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	NewWithT(t).Expect(err).NotTo(HaveOccurred(), "go list -m github.com/cert-manager/cert-manager")
-	return filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds")
+	dir, err := env.CertManagerCRDDir(repoRoot)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return dir
 }
 
 // process is one cert-manager component running as its own process, ending with the test.

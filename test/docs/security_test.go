@@ -2,11 +2,8 @@ package docs_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +37,7 @@ func TestSecurityNamespacedInstall(t *testing.T) {
 	defer cancel()
 	capiCRDs, err := capi.CoreCRDDir()
 	g.Expect(err).NotTo(HaveOccurred())
-	server, err := env.StartAPIServer(env.APIServerOptions{CRDDirectoryPaths: []string{capiCRDs, certManagerCRDDir(t, g)}})
+	server, err := env.StartAPIServer(env.APIServerOptions{CRDDirectoryPaths: []string{capiCRDs, certManagerCRDs(g)}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(server.Stop()).To(Succeed()) })
 	c := server.Client
@@ -108,14 +105,9 @@ func TestSecurityNamespacedInstall(t *testing.T) {
 	g.Expect(c.Create(ctx, machine("team-b", "cp-0", nil))).To(Succeed(), "no webhook is called for team-b's Machines")
 }
 
-// certManagerCRDDir is cert-manager's own CRD manifests (deploy/crds of its module, at the
-// version hack/tools/cert-manager builds), as test/clusterctl installs them.
-func certManagerCRDDir(t *testing.T, g Gomega) string {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager")
-	cmd.Dir = filepath.Join("..", "..", "hack", "tools", "cert-manager")
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	g.Expect(err).NotTo(HaveOccurred(), "go list -m github.com/cert-manager/cert-manager")
-	return filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds")
+// certManagerCRDs is cert-manager's own CRD manifests, as test/clusterctl installs them.
+func certManagerCRDs(g Gomega) string {
+	dir, err := env.CertManagerCRDDir(repoRoot)
+	g.Expect(err).NotTo(HaveOccurred())
+	return dir
 }
