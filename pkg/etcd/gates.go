@@ -140,7 +140,8 @@ func lastMemberOr(members []MemberHealth, targets, failing []Member, v QuorumVer
 }
 
 // stopAnswering returns the members with every member of failing counted unhealthy, and the
-// healthy voters among failing: the ones whose stopping changes the quorum counts.
+// voters among failing that still vote (healthy, or with only a NOSPACE alarm): the ones whose
+// stopping changes the quorum counts.
 func stopAnswering(members []MemberHealth, failing []Member) ([]MemberHealth, []Member) {
 	out := append([]MemberHealth(nil), members...)
 	var stopping []Member
@@ -148,10 +149,10 @@ func stopAnswering(members []MemberHealth, failing []Member) ([]MemberHealth, []
 		if !slices.ContainsFunc(failing, func(f Member) bool { return f.ID == mh.Member.ID }) {
 			continue
 		}
-		if !mh.Member.IsLearner && mh.Health == Healthy {
+		if !mh.Member.IsLearner && (mh.Health == Healthy || mh.NoSpace) {
 			stopping = append(stopping, mh.Member)
 		}
-		out[i].Health = Unhealthy
+		out[i].Health, out[i].NoSpace = Unhealthy, false
 		out[i].Message = "stops answering: its Machine's infrastructure is deleted while it is a member"
 	}
 	return out, stopping

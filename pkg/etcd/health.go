@@ -27,11 +27,27 @@ type MemberHealth struct {
 	// whether the member itself serves (so they do not change the quorum projection): for
 	// example, another member carries the same name.
 	Problems []string
+	// NoSpace is true when the member is Unhealthy only because of a NOSPACE alarm: it answers,
+	// agrees with the majority and knows a leader. etcd refuses its writes while the alarm is
+	// raised, but the member still votes: the alarm limits what etcd applies, not what raft
+	// commits, so membership changes, deletes and compactions still commit through it
+	// (go.etcd.io/etcd/server/v3 etcdserver/apply, applierV3Capped).
+	NoSpace bool
 }
 
 // AssessMembers classifies every member of the snapshot as of now. It never fails: what it
 // cannot tell is Unknown, with a message that says why.
 func AssessMembers(s *Snapshot, now time.Time) []MemberHealth {
+	out := assessMembers(s, now)
+	if hasNoSpace(s) {
+		for i, mh := range assessMembers(withoutNoSpace(s), now) {
+			out[i].NoSpace = out[i].Health == Unhealthy && mh.Health == Healthy
+		}
+	}
+	return out
+}
+
+func assessMembers(s *Snapshot, now time.Time) []MemberHealth {
 	v := newAgreement(s)
 	out := make([]MemberHealth, 0, len(s.Members))
 	for _, m := range s.Members {

@@ -151,6 +151,37 @@ func TestAssessMembers(t *testing.T) {
 	}
 }
 
+// TestAssessMembers_noSpace: a member is marked NoSpace only when a NOSPACE alarm is all that is
+// wrong with it, since only then does it still vote.
+func TestAssessMembers_noSpace(t *testing.T) {
+	tests := []struct {
+		name     string
+		snapshot *Snapshot
+		want     bool
+	}{
+		{name: "its own NOSPACE alarm", snapshot: with(cluster(3), evidence(1, alarms(AlarmNoSpace))), want: true},
+		{name: "the cluster's NOSPACE alarm naming it", snapshot: with(cluster(3), func(s *Snapshot) {
+			s.Alarms = []ActiveAlarm{{MemberID: 1, Alarm: AlarmNoSpace}}
+		}), want: true},
+		{name: "NOSPACE and CORRUPT", snapshot: with(cluster(3), evidence(1, alarms(AlarmNoSpace, AlarmCorrupt)))},
+		{name: "NOSPACE on a member that knows no leader", snapshot: with(cluster(3), evidence(1, alarms(AlarmNoSpace)), evidence(1, func(e *MemberEvidence) { e.LeaderID = 0 }))},
+		{name: "NOSPACE on a member split from the majority", snapshot: with(cluster(3), evidence(1, alarms(AlarmNoSpace)), evidence(1, func(e *MemberEvidence) { e.ClusterID = 0xbad }))},
+		{name: "a healthy member", snapshot: cluster(3)},
+		{name: "a member that does not answer while another has NOSPACE", snapshot: with(cluster(3), evidence(1, unreachable("connection refused")), evidence(2, alarms(AlarmNoSpace)))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			mh, ok := findMember(AssessMembers(tt.snapshot, testNow), 1)
+			g.Expect(ok).To(BeTrue())
+			g.Expect(mh.NoSpace).To(Equal(tt.want), mh.Message)
+			if tt.want {
+				g.Expect(mh.Health).To(Equal(Unhealthy))
+			}
+		})
+	}
+}
+
 func unreachable(msg string) func(*MemberEvidence) {
 	return func(e *MemberEvidence) {
 		*e = MemberEvidence{MemberID: e.MemberID, NodeName: e.NodeName, Contact: ContactUnreachable, Error: msg, ObservedAt: e.ObservedAt}

@@ -159,6 +159,14 @@ func withoutNoSpace(s *Snapshot) *Snapshot {
 	return &c
 }
 
+// hasNoSpace reports whether the cluster or any member reports a NOSPACE alarm.
+func hasNoSpace(s *Snapshot) bool {
+	if len(noSpaceAlarms(s)) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(s.Evidence, func(ev MemberEvidence) bool { return slices.Contains(ev.Alarms, AlarmNoSpace) })
+}
+
 func noSpaceAlarms(s *Snapshot) []ActiveAlarm {
 	var out []ActiveAlarm
 	for _, a := range s.Alarms {

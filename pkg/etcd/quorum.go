@@ -14,9 +14,10 @@ type QuorumVerdict struct {
 	Message string
 }
 
-// quorumCounts are the numbers the rule is decided on.
+// quorumCounts are the numbers the rule is decided on. noSpaceVoters are the voters Unhealthy
+// only because of a NOSPACE alarm (MemberHealth.NoSpace): they vote, but are not healthy.
 type quorumCounts struct {
-	voters, healthyVoters, unknownVoters, learners int
+	voters, healthyVoters, noSpaceVoters, unknownVoters, learners int
 }
 
 func countQuorum(members []MemberHealth) quorumCounts {
@@ -31,6 +32,9 @@ func countQuorum(members []MemberHealth) quorumCounts {
 		case mh.Health == Unknown:
 			c.voters++
 			c.unknownVoters++
+		case mh.NoSpace:
+			c.voters++
+			c.noSpaceVoters++
 		default:
 			c.voters++
 		}
@@ -39,13 +43,16 @@ func countQuorum(members []MemberHealth) quorumCounts {
 }
 
 // canCommit reports whether etcd can commit a membership change now: raft needs a strict majority
-// of the current voters to accept the entry. Learners take no part in that vote.
-func (c quorumCounts) canCommit() bool { return 2*c.healthyVoters > c.voters }
+// of the current voters to accept the entry. Learners take no part in that vote; a voter with a
+// NOSPACE alarm does.
+func (c quorumCounts) canCommit() bool { return 2*(c.healthyVoters+c.noSpaceVoters) > c.voters }
 
 // mayCommit reports whether etcd could commit a membership change if every voter whose health
 // is unknown were healthy: when it can't, quorum is lost whatever the unknown members are; when
 // it can but canCommit can't, nobody knows.
-func (c quorumCounts) mayCommit() bool { return 2*(c.healthyVoters+c.unknownVoters) > c.voters }
+func (c quorumCounts) mayCommit() bool {
+	return 2*(c.healthyVoters+c.noSpaceVoters+c.unknownVoters) > c.voters
+}
 
 // keepsMajority reports whether healthy voters are a strict majority of voters even once every
 // learner has been promoted: etcd may promote a caught-up learner at any moment, and a freshly
@@ -57,7 +64,10 @@ func (c quorumCounts) keepsMajority() bool { return 2*c.healthyVoters > c.voters
 // The rule is etcd's own, and nothing more: the change must commit now (a strict majority of the
 // current voters is healthy; learners do not vote), and after it healthy voters must stay a strict
 // majority of voters even if every remaining learner were promoted and counted unhealthy. Members
-// whose health is Unknown count as unhealthy. The last member is never removed.
+// whose health is Unknown count as unhealthy. A voter Unhealthy only because of a NOSPACE alarm
+// counts toward committing the change (it votes) but never toward the healthy majority after it:
+// a removal must not leave a cluster whose quorum rests on members that refuse writes. The last
+// member is never removed.
 //
 // When the change cannot commit, the verdict says which of two things is true: quorum is lost
 // (QuorumAlreadyLost: healthy voters would not be a majority even if every Unknown voter were
@@ -105,6 +115,9 @@ func ProjectRemoval(members []MemberHealth, targetID uint64) QuorumVerdict {
 
 func (c quorumCounts) String() string {
 	s := fmt.Sprintf("%d of %d voters are healthy", c.healthyVoters, c.voters)
+	if c.noSpaceVoters > 0 {
+		s += fmt.Sprintf(" (%d refuse writes with a NOSPACE alarm but still vote)", c.noSpaceVoters)
+	}
 	if c.unknownVoters > 0 {
 		s += fmt.Sprintf(" (the health of %d is unknown)", c.unknownVoters)
 	}

@@ -2,27 +2,56 @@ package etcd
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
+
+// memberKind is one kind of member the exhaustive tests mix.
+type memberKind struct {
+	learner bool
+	health  Health
+	noSpace bool
+}
+
+func (k memberKind) member(i int) MemberHealth {
+	return MemberHealth{Member: Member{ID: uint64(i + 1), Name: node(i), IsLearner: k.learner}, Health: k.health, NoSpace: k.noSpace}
+}
+
+// kindsOfMembers are every mix of voter/learner and healthy/unhealthy/unknown.
+var kindsOfMembers = []memberKind{
+	{false, Healthy, false}, {false, Unhealthy, false}, {false, Unknown, false},
+	{true, Healthy, false}, {true, Unhealthy, false}, {true, Unknown, false},
+}
 
 // TestProjectRemoval_exhaustive compares ProjectRemoval with a brute-force reading of the rule
 // for every cluster of 1 to 7 members, every mix of voter/learner and healthy/unhealthy/unknown,
 // and every member as the target.
 func TestProjectRemoval_exhaustive(t *testing.T) {
-	kinds := []struct {
-		learner bool
-		health  Health
-	}{
-		{false, Healthy}, {false, Unhealthy}, {false, Unknown},
-		{true, Healthy}, {true, Unhealthy}, {true, Unknown},
+	checked := checkRemovalsExhaustively(t, kindsOfMembers, 7)
+	if checked != 2284278 {
+		t.Fatalf("expected to check sum(n*6^n, n=1..7) = 2284278 states, checked %d", checked)
 	}
+}
+
+// TestProjectRemoval_exhaustiveNoSpace adds voters with only a NOSPACE alarm (and learners with
+// one) to the mix, for every cluster of 1 to 6 members.
+func TestProjectRemoval_exhaustiveNoSpace(t *testing.T) {
+	kinds := append(slices.Clone(kindsOfMembers), memberKind{false, Unhealthy, true}, memberKind{true, Unhealthy, true})
+	checked := checkRemovalsExhaustively(t, kinds, 6)
+	if checked != 1754760 {
+		t.Fatalf("expected to check sum(n*8^n, n=1..6) = 1754760 states, checked %d", checked)
+	}
+}
+
+func checkRemovalsExhaustively(t *testing.T, kinds []memberKind, maxMembers int) int {
+	t.Helper()
 	checked, disagreements := 0, 0
-	for n := 1; n <= 7; n++ {
+	for n := 1; n <= maxMembers; n++ {
 		mix := make([]int, n)
 		for {
 			ms := make([]MemberHealth, n)
 			for i, k := range mix {
-				ms[i] = MemberHealth{Member: Member{ID: uint64(i + 1), Name: node(i), IsLearner: kinds[k].learner}, Health: kinds[k].health}
+				ms[i] = kinds[k].member(i)
 			}
 			for target := range ms {
 				checked++
@@ -47,17 +76,19 @@ func TestProjectRemoval_exhaustive(t *testing.T) {
 		}
 	}
 	fmt.Printf("quorum projection: %d states checked against brute force, %d disagreements\n", checked, disagreements)
-	if checked != 2284278 {
-		t.Fatalf("expected to check sum(n*6^n, n=1..7) = 2284278 states, checked %d", checked)
-	}
+	return checked
 }
 
 // bruteForceRemovalSafe decides the removal from etcd's raft rules, written from first principles
 // and not from ProjectRemoval:
 //
 //   - A membership change is one raft log entry. It commits only when a strict majority of the
-//     voters of the configuration it is proposed in have it: the healthy voters of the current
-//     configuration must form a quorum. Learners never count toward a quorum.
+//     voters of the configuration it is proposed in have it: the voters of the current
+//     configuration that answer must form a quorum. Learners never count toward a quorum. A voter
+//     whose only fault is a NOSPACE alarm answers and votes: etcd refuses its writes, but raft
+//     entries still commit through it.
+//   - After the change, a quorum of healthy voters must remain: a NOSPACE voter refuses writes
+//     until a person or maintenance frees space, so it does not count there.
 //   - Once applied, the configuration has the other voters. etcd may then promote any learner that
 //     caught up, one at a time and at any moment; a promoted learner is a voter that has not proven
 //     it is healthy. Every configuration that can follow (any subset of learners promoted) must
@@ -75,7 +106,7 @@ func bruteForceRemovalSafe(ms []MemberHealth, target int) bool {
 			current[i] = true
 		}
 	}
-	if !hasHealthyQuorum(ms, current, nil) {
+	if !hasVotingQuorum(ms, current) {
 		return false
 	}
 	var learners []int
@@ -104,8 +135,9 @@ func bruteForceRemovalSafe(ms []MemberHealth, target int) bool {
 }
 
 // bruteForceQuorumLost decides whether quorum is known to be lost: in no assignment of health to
-// the members whose health is Unknown do the healthy voters of the current configuration form a
-// quorum. When some assignment gives one, quorum is not lost, only not known.
+// the members whose health is Unknown do the voters of the current configuration that vote
+// (healthy, or with only a NOSPACE alarm) form a quorum. When some assignment gives one, quorum
+// is not lost, only not known.
 func bruteForceQuorumLost(ms []MemberHealth) bool {
 	voters := config{}
 	var unknown []int
@@ -124,7 +156,7 @@ func bruteForceQuorumLost(ms []MemberHealth) bool {
 				assumed[i].Health = Healthy
 			}
 		}
-		if hasHealthyQuorum(assumed, voters, nil) {
+		if hasVotingQuorum(assumed, voters) {
 			return false
 		}
 	}
@@ -144,6 +176,18 @@ func hasHealthyQuorum(ms []MemberHealth, cfg, promoted config) bool {
 		}
 	}
 	return healthy > len(cfg)/2
+}
+
+// hasVotingQuorum reports whether the members of cfg that vote (healthy ones, and those whose
+// only fault is a NOSPACE alarm) are more than half of cfg.
+func hasVotingQuorum(ms []MemberHealth, cfg config) bool {
+	voting := 0
+	for i := range cfg {
+		if ms[i].Health == Healthy || (ms[i].Health == Unhealthy && ms[i].NoSpace) {
+			voting++
+		}
+	}
+	return voting > len(cfg)/2
 }
 
 // nextMix advances an odometer over member kinds; false when it wrapped around.
@@ -166,8 +210,11 @@ func describe(ms []MemberHealth) string {
 			kind = "L"
 		}
 		health := string(m.Health[:1])
-		if m.Health == Unknown {
+		switch {
+		case m.Health == Unknown:
 			health = "?"
+		case m.NoSpace:
+			health = "N"
 		}
 		s += kind + health + " "
 	}
@@ -179,13 +226,7 @@ func describe(ms []MemberHealth) string {
 // and every split of the members into untouched, removed (in index order) and stopping to answer
 // while still members (their Machine's infrastructure deleted with nothing removing them first).
 func TestProjectChanges_exhaustive(t *testing.T) {
-	kinds := []struct {
-		learner bool
-		health  Health
-	}{
-		{false, Healthy}, {false, Unhealthy}, {false, Unknown},
-		{true, Healthy}, {true, Unhealthy}, {true, Unknown},
-	}
+	kinds := kindsOfMembers
 	const untouched, removed, failing = 0, 1, 2
 	checked, disagreements := 0, 0
 	for n := 1; n <= 5; n++ {
@@ -193,7 +234,7 @@ func TestProjectChanges_exhaustive(t *testing.T) {
 		for {
 			ms := make([]MemberHealth, n)
 			for i, k := range mix {
-				ms[i] = MemberHealth{Member: Member{ID: uint64(i + 1), Name: node(i), IsLearner: kinds[k].learner}, Health: kinds[k].health}
+				ms[i] = kinds[k].member(i)
 			}
 			for {
 				var targets, fails []Member

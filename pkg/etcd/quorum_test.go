@@ -7,12 +7,13 @@ import (
 )
 
 // members builds member verdicts from a compact spec: one letter per member, V/L for voter or
-// learner, then h/u/? for healthy, unhealthy or unknown. Member i has ID i+1.
+// learner, then h/u/? for healthy, unhealthy or unknown, or n for unhealthy only because of a
+// NOSPACE alarm. Member i has ID i+1.
 func members(spec ...string) []MemberHealth {
 	out := make([]MemberHealth, 0, len(spec))
 	for i, s := range spec {
-		h := map[byte]Health{'h': Healthy, 'u': Unhealthy, '?': Unknown}[s[1]]
-		out = append(out, MemberHealth{Member: Member{ID: uint64(i + 1), Name: node(i), NodeName: node(i), IsLearner: s[0] == 'L'}, Health: h})
+		h := map[byte]Health{'h': Healthy, 'u': Unhealthy, '?': Unknown, 'n': Unhealthy}[s[1]]
+		out = append(out, MemberHealth{Member: Member{ID: uint64(i + 1), Name: node(i), NodeName: node(i), IsLearner: s[0] == 'L'}, Health: h, NoSpace: s[1] == 'n'})
 	}
 	return out
 }
@@ -48,6 +49,25 @@ func TestProjectRemoval(t *testing.T) {
 		{
 			name:    "Can't remove a healthy member from five voters with two down",
 			members: members("Vh", "Vh", "Vh", "Vu", "Vu"), target: 1, reason: RemovalWouldLoseQuorumReason,
+		},
+		{
+			name:    "Voters with a NOSPACE alarm still vote, so quorum is not lost; removing a healthy one would leave no healthy majority",
+			members: members("Vn", "Vn", "Vh"), target: 3, reason: RemovalWouldLoseQuorumReason,
+			message: "removing etcd member cp-2 would lose quorum: after it 0 of 2 voters are healthy (2 refuse writes with a NOSPACE alarm but still vote)",
+		},
+		{
+			name:    "Every voter with a NOSPACE alarm: no removal, and quorum is not lost",
+			members: members("Vn", "Vn", "Vn"), target: 1, reason: RemovalWouldLoseQuorumReason,
+		},
+		{
+			name:    "Can remove a NOSPACE voter when the healthy voters stay a majority: it votes for its own removal",
+			members: members("Vh", "Vh", "Vn", "Vn"), target: 3, allowed: true, reason: RemovalSafeReason,
+			message: "removing etcd member cp-2 keeps quorum: after it 2 of 3 voters are healthy (1 refuse writes with a NOSPACE alarm but still vote)",
+		},
+		{
+			name:    "Voters that do not answer do not vote: quorum is lost",
+			members: members("Vu", "Vu", "Vn"), target: 3, reason: RemovalQuorumLostReason,
+			message: "quorum is already lost: 0 of 3 voters are healthy (1 refuse writes with a NOSPACE alarm but still vote); etcd cannot commit a membership change",
 		},
 		{
 			name:    "Unknown health counts as unhealthy",

@@ -36,10 +36,10 @@ func setStatus(s *scope) {
 	if l, ok := s.snapshot.Leader(); ok {
 		st.Leader = l.Name
 	}
-	voters, healthy, unknown := countVoters(verdict.Members)
-	st.Voters, st.HealthyVoters = ptr.To(voters), ptr.To(healthy)
-	st.FaultTolerance = ptr.To(max(0, healthy-(voters/2+1)))
-	setAvailability(s, voters, healthy, unknown)
+	c := countVoters(verdict.Members)
+	st.Voters, st.HealthyVoters = ptr.To(c.voters), ptr.To(c.healthy)
+	st.FaultTolerance = ptr.To(max(0, c.healthy-(c.voters/2+1)))
+	setAvailability(s, c)
 	setProgressing(s)
 }
 
@@ -89,20 +89,29 @@ func memberReason(h etcd.Health) string {
 	return v1alpha1.EtcdMemberInspectionFailedReason
 }
 
-func countVoters(members []etcd.MemberHealth) (voters, healthy, unknown int32) {
+// voterCounts count the voting members by health. noSpace are the voters Unhealthy only because
+// of a NOSPACE alarm (etcd.MemberHealth.NoSpace): they refuse writes but still vote.
+type voterCounts struct {
+	voters, healthy, noSpace, unknown int32
+}
+
+func countVoters(members []etcd.MemberHealth) voterCounts {
+	var c voterCounts
 	for _, mh := range members {
 		if mh.Member.IsLearner {
 			continue
 		}
-		voters++
-		switch mh.Health {
-		case etcd.Healthy:
-			healthy++
-		case etcd.Unknown:
-			unknown++
+		c.voters++
+		switch {
+		case mh.Health == etcd.Healthy:
+			c.healthy++
+		case mh.Health == etcd.Unknown:
+			c.unknown++
+		case mh.NoSpace:
+			c.noSpace++
 		}
 	}
-	return voters, healthy, unknown
+	return c
 }
 
 // clusterID is the cluster ID most members report, in hex; empty when none reports one (K3s).
@@ -143,26 +152,32 @@ func setUnobservedConditions(s *scope, cause metav1.Condition) {
 		Reason: v1alpha1.DegradedEtcdUnreachableReason, Message: cause.Message})
 }
 
-// setAvailability sets Available (can etcd commit) and Degraded (is any margin lost). Quorum is
-// lost only when healthy voters would not be a majority even if every voter whose health is
-// Unknown were healthy; when the majority depends on those, both conditions are Unknown
-// (QuorumUnknown): every K3s heartbeat stale says nothing about etcd itself.
-func setAvailability(s *scope, voters, healthy, unknown int32) {
+// setAvailability sets Available (can etcd commit) and Degraded (is any margin lost). Voters that
+// refuse writes only because of a NOSPACE alarm still vote, so they count toward committing, as
+// in etcd's own quorum. Quorum is lost only when the voting members would not be a majority even
+// if every voter whose health is Unknown were healthy; when the majority depends on those, both
+// conditions are Unknown (QuorumUnknown): every K3s heartbeat stale says nothing about etcd
+// itself.
+func setAvailability(s *scope, c voterCounts) {
 	avail := metav1.Condition{Type: v1alpha1.AvailableCondition}
 	degraded := metav1.Condition{Type: v1alpha1.DegradedCondition}
-	counts := fmt.Sprintf("%d of %d voting members are healthy", healthy, voters)
+	voters, voting := c.voters, c.healthy+c.noSpace
+	counts := fmt.Sprintf("%d of %d voting members are healthy", c.healthy, voters)
+	if c.noSpace > 0 {
+		counts += fmt.Sprintf(", and %d of them refuse writes with a NOSPACE alarm but still vote", c.noSpace)
+	}
 	switch {
 	case voters == 0:
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableNoMembersReason, "Etcd reports no voting member"
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message
-	case 2*healthy <= voters && 2*(healthy+unknown) > voters:
+	case 2*voting <= voters && 2*(voting+c.unknown) > voters:
 		avail.Status, avail.Reason = metav1.ConditionUnknown, v1alpha1.AvailableQuorumUnknownReason
-		avail.Message = fmt.Sprintf("%s and the health of %d is unknown; whether etcd can commit depends on them", counts, unknown)
+		avail.Message = fmt.Sprintf("%s and the health of %d is unknown; whether etcd can commit depends on them", counts, c.unknown)
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionUnknown, v1alpha1.DegradedQuorumUnknownReason, avail.Message
-	case 2*healthy <= voters:
+	case 2*voting <= voters:
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableQuorumLostReason, counts+"; etcd cannot commit"
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message
-	case healthy < voters || anyUnhealthy(s.cpe.Status.Members):
+	case c.healthy < voters || anyUnhealthy(s.cpe.Status.Members):
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionTrue, v1alpha1.AvailableQuorumAvailableReason, counts
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedMembersUnhealthyReason, unhealthyNames(s.cpe.Status.Members)
 	default:

@@ -80,6 +80,29 @@ func Test_setStatus(t *testing.T) {
 		g.Expect(conditions.IsFalse(s.cpe, v1alpha1.AvailableCondition)).To(BeTrue())
 		g.Expect(conditions.Get(s.cpe, v1alpha1.DegradedCondition).Reason).To(Equal(v1alpha1.DegradedQuorumLostReason))
 	})
+	t.Run("NOSPACE on two members of three is not quorum lost: they still vote; available and degraded", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3)
+		for i := range s.snapshot.Evidence[:2] {
+			s.snapshot.Evidence[i].Alarms = []etcd.Alarm{etcd.AlarmNoSpace}
+		}
+		setStatus(s)
+		avail := conditions.Get(s.cpe, v1alpha1.AvailableCondition)
+		g.Expect(avail.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(avail.Reason).To(Equal(v1alpha1.AvailableQuorumAvailableReason))
+		g.Expect(avail.Message).To(Equal("1 of 3 voting members are healthy, and 2 of them refuse writes with a NOSPACE alarm but still vote"))
+		g.Expect(s.cpe.Status.HealthyVoters).To(HaveValue(BeEquivalentTo(1)))
+		g.Expect(s.cpe.Status.FaultTolerance).To(HaveValue(BeEquivalentTo(0)))
+		g.Expect(conditions.Get(s.cpe, v1alpha1.DegradedCondition).Reason).To(Equal(v1alpha1.DegradedMembersUnhealthyReason))
+		g.Expect(conditions.IsFalse(s.cpe, v1alpha1.EtcdClusterHealthyCondition)).To(BeTrue(), "the alarm still makes etcd unhealthy")
+	})
+	t.Run("NOSPACE on one member and another down of three: quorum kept by the alarmed one's vote", func(t *testing.T) {
+		g := NewWithT(t)
+		s := testScope(3, 2)
+		s.snapshot.Evidence[1].Alarms = []etcd.Alarm{etcd.AlarmNoSpace}
+		setStatus(s)
+		g.Expect(conditions.Get(s.cpe, v1alpha1.AvailableCondition).Reason).To(Equal(v1alpha1.AvailableQuorumAvailableReason))
+	})
 	t.Run("Every member's health unknown is not quorum lost: available and degraded are Unknown", func(t *testing.T) {
 		g := NewWithT(t)
 		s := testScope(3)
