@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -221,4 +222,56 @@ func TestBackend_Observe_twoClustersInEqualNumbers(t *testing.T) {
 	g.Expect(s.Members).To(HaveLen(3))
 	v := etcd.AssessHealth(etcd.HealthInput{Snapshot: s, Machines: []etcd.Machine{{Name: w.nodes[2], NodeName: w.nodes[2]}}, Now: time.Now()})
 	g.Expect(v.Machines[w.nodes[2]].Message).To(ContainSubstring("split brain"))
+}
+
+// TestBackend_noSpaceOnEveryMember: every member of a real etcd with a NOSPACE alarm (each member
+// that applies a put over its quota raises its own) still takes part in raft, so quorum is not
+// lost: etcd itself commits a membership change then. etcd-adapter counts them as voting, not
+// healthy: a removal that would leave no healthy majority is refused as WouldLoseQuorum, never as
+// quorum already lost.
+func TestBackend_noSpaceOnEveryMember(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	w := startWorkloadCluster(t, workload, 3)
+	b := w.backend(t)
+	f := &faults{w: w}
+	observeHealthy(ctx, g, b, 3)
+	for _, node := range w.nodes {
+		g.Expect(f.RaiseNoSpace(ctx, node)).To(Succeed())
+	}
+
+	var s *etcd.Snapshot
+	g.Eventually(func(g Gomega) {
+		var err error
+		s, err = b.Observe(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.Alarms).To(HaveLen(3))
+		for _, mh := range etcd.AssessMembers(s, time.Now()) {
+			g.Expect(mh.Health).To(Equal(etcd.Unhealthy), mh.Message)
+			g.Expect(mh.NoSpace).To(BeTrue(), "%s: %s", mh.Member, mh.Message)
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	v := etcd.CanRemoveNode(s, time.Now(), w.nodes[0])
+	g.Expect(v.Allowed).To(BeFalse())
+	g.Expect(v.Reason).To(Equal(etcd.RemovalWouldLoseQuorumReason), v.Message)
+	g.Expect(v.Message).To(ContainSubstring("0 of 2 voters are healthy (2 refuse writes with a NOSPACE alarm but still vote)"))
+
+	// The oracle is etcd: a membership change commits while every member has the alarm.
+	m, err := f.member(w.nodes[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	cli, err := m.NewClient(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer cli.Close()
+	_, err = cli.Put(ctx, "k", "v")
+	g.Expect(err).To(MatchError(ContainSubstring("database space exceeded")), "every member refuses writes")
+	// Note: etcd refuses a member add until the member asked has been connected to every voter
+	// for 5 s (go.etcd.io/etcd/server/v3 etcdserver/server.go, mayAddMember with
+	// --strict-reconfig-check; "unhealthy cluster"), which a cluster this young may not be.
+	var added *clientv3.MemberAddResponse
+	g.Eventually(func() error {
+		added, err = cli.MemberAddAsLearner(ctx, []string{"https://127.0.0.1:1"})
+		return err
+	}).WithTimeout(30*time.Second).Should(Succeed(), "etcd commits a membership change under NOSPACE")
+	_, err = cli.MemberRemove(ctx, added.Member.ID)
+	g.Expect(err).NotTo(HaveOccurred())
 }
