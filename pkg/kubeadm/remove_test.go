@@ -261,7 +261,7 @@ func TestBackend_noSpaceOnEveryMember(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	cli, err := m.NewClient(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	defer cli.Close()
+	t.Cleanup(func() { g.Expect(cli.Close()).To(Succeed()) })
 	_, err = cli.Put(ctx, "k", "v")
 	g.Expect(err).To(MatchError(ContainSubstring("database space exceeded")), "every member refuses writes")
 	// Note: etcd refuses a member add until the member asked has been connected to every voter
