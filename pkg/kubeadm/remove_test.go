@@ -15,6 +15,15 @@ import (
 	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 )
 
+// startObserved starts a workload cluster of three members and a backend that observed them
+// healthy.
+func startObserved(t *testing.T, g Gomega) (*workloadCluster, *Backend, *faults, *etcd.Snapshot) {
+	t.Helper()
+	w := startWorkloadCluster(t, workload, 3)
+	b := w.backend(t)
+	return w, b, &faults{w: w}, observeHealthy(t.Context(), g, b, 3)
+}
+
 // removeUntilDone calls RemoveMember on every pass, as a controller does, and checks each answer
 // against etcd itself: never Rejected, never an error, and Removed only when etcd's own member
 // list no longer has the member.
@@ -39,10 +48,7 @@ func removeUntilDone(ctx context.Context, t *testing.T, b *Backend, f *faults, m
 func TestBackend_RemoveMember_leaderDirectly(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	w := startWorkloadCluster(t, workload, 3)
-	b := w.backend(t)
-	f := &faults{w: w}
-	s := observeHealthy(ctx, g, b, 3)
+	_, b, f, s := startObserved(t, g)
 	leader, ok := s.Leader()
 	g.Expect(ok).To(BeTrue())
 	// No leadership move first: the removal goes through a follower, and the leader steps down
@@ -96,10 +102,7 @@ func TestBackend_RemoveMember_leaderKilledDuringRemoval(t *testing.T) {
 func TestBackend_RemoveMember_neverStartedOnItsNode(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	w := startWorkloadCluster(t, workload, 3)
-	b := w.backend(t)
-	f := &faults{w: w}
-	observeHealthy(ctx, g, b, 3)
+	w, b, f, _ := startObserved(t, g)
 	// A Machine whose kubeadm join failed: its Node registered with its own address, and the
 	// member added for it never started.
 	joining := w.nodes[0] + "-joining"
@@ -127,10 +130,7 @@ func TestBackend_RemoveMember_neverStartedOnItsNode(t *testing.T) {
 func TestBackend_Observe_loneStrangerIsSplitBrain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	w := startWorkloadCluster(t, workload, 3)
-	b := w.backend(t)
-	f := &faults{w: w}
-	s := observeHealthy(ctx, g, b, 3)
+	w, b, f, s := startObserved(t, g)
 	victim := w.nodes[2]
 	member, _ := s.MemberByNode(victim)
 	// Two members down and the third Node's etcd answering from a cluster of its own (a member
@@ -162,10 +162,7 @@ func TestBackend_Observe_loneStrangerIsSplitBrain(t *testing.T) {
 func TestBackend_Observe_alarmsOfARemovedMember(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	w := startWorkloadCluster(t, workload, 3)
-	b := w.backend(t)
-	f := &faults{w: w}
-	s := observeHealthy(ctx, g, b, 3)
+	w, b, f, s := startObserved(t, g)
 	victim, _ := s.MemberByNode(w.nodes[1])
 	g.Expect(f.RaiseNoSpace(ctx, w.nodes[1])).To(Succeed())
 	removeUntilDone(ctx, t, b, f, victim)
@@ -232,10 +229,7 @@ func TestBackend_Observe_twoClustersInEqualNumbers(t *testing.T) {
 func TestBackend_noSpaceOnEveryMember(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	w := startWorkloadCluster(t, workload, 3)
-	b := w.backend(t)
-	f := &faults{w: w}
-	observeHealthy(ctx, g, b, 3)
+	w, b, f, _ := startObserved(t, g)
 	for _, node := range w.nodes {
 		g.Expect(f.RaiseNoSpace(ctx, node)).To(Succeed())
 	}
