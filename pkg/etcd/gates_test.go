@@ -193,6 +193,16 @@ func TestProjectChanges(t *testing.T) {
 			members: members("Vh", "Vh", "Vu"), stopping: []int{2}, allowed: true, reason: RemovalNoMemberReason,
 		},
 		{
+			name:    "A NOSPACE voter that stops answering loses its vote; the healthy majority holds",
+			members: members("Vh", "Vh", "Vn"), stopping: []int{2}, allowed: true, reason: RemovalSafeReason,
+			message: "once etcd member cp-2, which nothing removes before its Machine's infrastructure is deleted, stops answering, quorum holds: 2 of 3 voters are healthy",
+		},
+		{
+			name:    "Two NOSPACE voters of three that stop answering take quorum with them",
+			members: members("Vh", "Vn", "Vn"), stopping: []int{1, 2}, reason: RemovalWouldLoseQuorumReason,
+			message: "once etcd members cp-1, cp-2, which nothing removes before their Machines' infrastructure is deleted, stop answering, quorum is lost: 1 of 3 voters are healthy",
+		},
+		{
 			name:    "The only member stops answering: 0 of 1, no member that answers is left",
 			members: members("Vh"), stopping: []int{0}, reason: RemovalLastMemberReason,
 			message: "every etcd member is removed or stops answering, which destroys the cluster: once etcd member cp-0, which nothing removes before its Machine's infrastructure is deleted, stops answering, quorum is lost: 0 of 1 voters are healthy",
