@@ -155,11 +155,12 @@ const (
 	// AvailableQuorumHealthyReason: every member is healthy.
 	AvailableQuorumHealthyReason = "QuorumHealthy"
 
-	// AvailableQuorumAvailableReason: a majority is healthy, not every member.
+	// AvailableQuorumAvailableReason: a majority of voters votes (healthy, or with only a NOSPACE
+	// alarm), and not every member is healthy.
 	AvailableQuorumAvailableReason = "QuorumAvailable"
 
-	// AvailableQuorumLostReason: healthy voters are not a majority, and would not be even if
-	// every member whose health is unknown were healthy; etcd cannot commit.
+	// AvailableQuorumLostReason: the voters that vote are not a majority, and would not be even
+	// if every member whose health is unknown were healthy; etcd cannot commit.
 	AvailableQuorumLostReason = "QuorumLost"
 
 	// AvailableQuorumUnknownReason: healthy voters are not shown to be a majority, but they would

@@ -62,7 +62,7 @@ func (c quorumCounts) keepsMajority() bool { return 2*c.healthyVoters > c.voters
 // ProjectRemoval decides whether the member with targetID may be removed from the members.
 //
 // The rule is etcd's own, and nothing more: the change must commit now (a strict majority of the
-// current voters is healthy; learners do not vote), and after it healthy voters must stay a strict
+// current voters votes; learners do not), and after it healthy voters must stay a strict
 // majority of voters even if every remaining learner were promoted and counted unhealthy. Members
 // whose health is Unknown count as unhealthy. A voter Unhealthy only because of a NOSPACE alarm
 // counts toward committing the change (it votes) but never toward the healthy majority after it:
@@ -70,7 +70,7 @@ func (c quorumCounts) keepsMajority() bool { return 2*c.healthyVoters > c.voters
 // member is never removed.
 //
 // When the change cannot commit, the verdict says which of two things is true: quorum is lost
-// (QuorumAlreadyLost: healthy voters would not be a majority even if every Unknown voter were
+// (QuorumAlreadyLost: the voters that vote would not be a majority even if every Unknown voter were
 // healthy), or it is not known (HealthUnknown: the majority depends on voters whose health is
 // Unknown, as when every K3s heartbeat is stale). Neither allows the removal.
 //

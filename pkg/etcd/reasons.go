@@ -71,8 +71,8 @@ const (
 	// majority of voters.
 	RemovalWouldLoseQuorumReason = "WouldLoseQuorum"
 
-	// RemovalQuorumLostReason says healthy voters are not a majority already, so etcd cannot
-	// commit a membership change at all.
+	// RemovalQuorumLostReason says the voters that vote (healthy ones, and those with only a
+	// NOSPACE alarm) are not a majority already, so etcd cannot commit a membership change at all.
 	RemovalQuorumLostReason = "QuorumAlreadyLost"
 
 	// RemovalLastMemberReason says the target is the only member left.
