@@ -126,8 +126,8 @@ const (
 	// a majority of voters.
 	MemberRemovalWouldLoseQuorumReason = etcd.RemovalWouldLoseQuorumReason
 
-	// MemberRemovalQuorumLostReason says healthy voters are not a majority already, so etcd
-	// cannot commit a membership change at all.
+	// MemberRemovalQuorumLostReason says the voters that vote (healthy ones, and those with only a
+	// NOSPACE alarm) are not a majority already, so etcd cannot commit a membership change at all.
 	MemberRemovalQuorumLostReason = etcd.RemovalQuorumLostReason
 
 	// MemberRemovalLastMemberReason says the target is the only member left.
