@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-adapter/etcd-adapter/test/env"
-
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/parentdeath"
 )
 
