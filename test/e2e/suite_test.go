@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -29,6 +31,44 @@ var (
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "etcd-adapter end-to-end")
+	// Note: printed after Ginkgo's summary, which names a failed spec but not why it failed: a
+	// CI log that keeps only the tail of this long run then still says why.
+	for _, f := range failures {
+		fmt.Println(f)
+	}
+}
+
+// failures describes each failed spec, for TestE2E to print last.
+var failures []string
+
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() {
+		failures = append(failures, describeFailure(r))
+	}
+})
+
+// describeFailure is a failed spec's last step, failure and last lines of GinkgoWriter output.
+func describeFailure(r SpecReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "FAILED %q at %s\n", r.LeafNodeText, r.Failure.Location)
+	for i := len(r.SpecEvents) - 1; i >= 0; i-- {
+		if e := r.SpecEvents[i]; e.SpecEventType == types.SpecEventByStart {
+			fmt.Fprintf(&b, "  last step: %s\n", e.Message)
+			break
+		}
+	}
+	fmt.Fprintf(&b, "  %s: %s\n", r.State, truncate(r.Failure.Message, 3000))
+	if out := strings.Split(strings.TrimSpace(r.CapturedGinkgoWriterOutput), "\n"); len(out) > 0 && out[0] != "" {
+		fmt.Fprintf(&b, "  last output:\n    %s\n", strings.Join(out[max(0, len(out)-8):], "\n    "))
+	}
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 var _ = BeforeSuite(func() {
