@@ -26,11 +26,21 @@ import (
 // fill it in seconds.
 const noSpaceQuota = 32 << 20
 
+// noSpaceHeadroom is the spec's spec.maintenance.defragmentation.noSpaceHeadroomPercent. etcd
+// raises NOSPACE when its database file, data and free pages together, reaches the quota
+// (go.etcd.io/etcd/server/v3 storage/quota.go, BackendQuota.Available, over the backend's size),
+// and how many pages are free then depends on how etcd batched the puts into commits: on a busy
+// machine the data in use was 25.5 MiB of the 32 MiB quota, below the default target (20%
+// headroom, 25.6 MiB), so a defragmentation rightly brought every member below it and disarmed.
+// With 50% the data the spec writes stays above the target, as the spec's first half needs.
+const noSpaceHeadroom = 50
+
 var _ = Describe("Remediation held by a NOSPACE alarm", func() {
 	It("kubeadm: while a NOSPACE alarm is raised the quorum guard refuses the owner's remediation of the Machine a MachineHealthCheck marked; once the data shrinks, spec.maintenance defragments every member and disarms, and the remediation goes through with quorum kept", func(ctx SpecContext) {
 		c := startKubeadmClusterWith(ctx, workload.KubeadmOptions{Members: 3, QuotaBackendBytes: noSpaceQuota}, v1alpha1.ModeManage)
 		c.expectMembers(ctx, 3)
-		c.setMaintenance(ctx, &v1alpha1.MaintenanceSpec{Defragmentation: &v1alpha1.DefragmentationSpec{OnNoSpace: ptr.To(true)}})
+		c.setMaintenance(ctx, &v1alpha1.MaintenanceSpec{Defragmentation: &v1alpha1.DefragmentationSpec{
+			OnNoSpace: ptr.To(true), NoSpaceHeadroomPercent: ptr.To[int32](noSpaceHeadroom)}})
 		owner := startOwnerRemediation(ctx, c)
 		before := memberIDs(ctx, c)
 
@@ -40,7 +50,9 @@ var _ = Describe("Remediation held by a NOSPACE alarm", func() {
 			_, err := writer.Put(ctx, fmt.Sprintf("/registry/events/default/e-%03d", i), "event")
 			Expect(err).NotTo(HaveOccurred())
 		}
-		fillUntilNoSpace(ctx, writer)
+		written := fillUntilNoSpace(ctx, writer)
+		target := noSpaceQuota / 100 * (100 - noSpaceHeadroom)
+		Expect(written).To(BeNumerically(">", target), "the data written (%d bytes) must be above the NOSPACE target (%d bytes), or a defragmentation brings every member below it and rightly disarms", written, target)
 		var alarmed []uint64
 		Eventually(func(g Gomega) {
 			alarmed = noSpaceAlarms(ctx, g, writer)
@@ -207,15 +219,16 @@ func memberClient(ctx context.Context, c *testCluster, node string) *clientv3.Cl
 
 // fillUntilNoSpace writes 256 KiB values until etcd refuses with its own "etcdserver: mvcc:
 // database space exceeded" (rpctypes.ErrNoSpace): the member the writes reach raised NOSPACE
-// (go.etcd.io/etcd/server/v3 etcdserver/api/v3rpc/quota.go, quotaAlarmer.check).
-func fillUntilNoSpace(ctx context.Context, cli *clientv3.Client) {
+// (go.etcd.io/etcd/server/v3 etcdserver/api/v3rpc/quota.go, quotaAlarmer.check). It returns the
+// bytes of the values etcd took.
+func fillUntilNoSpace(ctx context.Context, cli *clientv3.Client) int {
 	value := strings.Repeat("v", 256<<10)
 	for i := 0; ; i++ {
 		Expect(i).To(BeNumerically("<", 4*noSpaceQuota/len(value)), "etcd never refused a write")
 		_, err := cli.Put(ctx, fmt.Sprintf("/registry/fill/%d", i), value)
 		if errors.Is(err, rpctypes.ErrNoSpace) {
 			GinkgoWriter.Printf("etcd refused write %d: %v\n", i, err)
-			return
+			return i * len(value)
 		}
 		Expect(err).NotTo(HaveOccurred())
 	}
