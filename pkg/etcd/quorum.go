@@ -59,6 +59,34 @@ func (c quorumCounts) mayCommit() bool {
 // promoted member has not proven it is healthy.
 func (c quorumCounts) keepsMajority() bool { return 2*c.healthyVoters > c.voters+c.learners }
 
+// QuorumState is whether etcd can commit a change now, by raft's rule on the assessed members.
+type QuorumState string
+
+// Quorum states (AssessQuorum).
+const (
+	// QuorumHolds: the voters that vote, healthy ones and those unhealthy only because of a NOSPACE
+	// alarm, are a strict majority of the voters.
+	QuorumHolds QuorumState = "Holds"
+	// QuorumUnknown: they are not, but would be if the voters whose health is Unknown vote.
+	QuorumUnknown QuorumState = "Unknown"
+	// QuorumLost: they are not, whatever the voters whose health is Unknown are.
+	QuorumLost QuorumState = "Lost"
+)
+
+// AssessQuorum says whether etcd can commit a change on the members (as AssessMembers assessed
+// them): the rule ProjectRemoval checks before any change, for a status to report. Learners take
+// no part in it.
+func AssessQuorum(members []MemberHealth) QuorumState {
+	c := countQuorum(members)
+	switch {
+	case c.canCommit():
+		return QuorumHolds
+	case c.mayCommit():
+		return QuorumUnknown
+	}
+	return QuorumLost
+}
+
 // ProjectRemoval decides whether the member with targetID may be removed from the members.
 //
 // The rule is etcd's own, and nothing more: the change must commit now (a strict majority of the

@@ -53,6 +53,12 @@ func checkRemovalsExhaustively(t *testing.T, kinds []memberKind, maxMembers int)
 			for i, k := range mix {
 				ms[i] = kinds[k].member(i)
 			}
+			if got, want := AssessQuorum(ms), bruteForceQuorumState(ms); got != want {
+				disagreements++
+				if disagreements <= 10 {
+					t.Errorf("members %s: AssessQuorum says %s, brute force says %s", describe(ms), got, want)
+				}
+			}
 			for target := range ms {
 				checked++
 				verdict := ProjectRemoval(ms, ms[target].Member.ID)
@@ -161,6 +167,25 @@ func bruteForceQuorumLost(ms []MemberHealth) bool {
 		}
 	}
 	return true
+}
+
+// bruteForceQuorumState is whether the current voters can commit: they hold quorum when the ones
+// that vote are a majority, have lost it when no health of the unknown ones gives a majority, and
+// otherwise it is unknown.
+func bruteForceQuorumState(ms []MemberHealth) QuorumState {
+	voters := config{}
+	for i, m := range ms {
+		if !m.Member.IsLearner {
+			voters[i] = true
+		}
+	}
+	switch {
+	case hasVotingQuorum(ms, voters):
+		return QuorumHolds
+	case bruteForceQuorumLost(ms):
+		return QuorumLost
+	}
+	return QuorumUnknown
 }
 
 // config is a raft configuration: the set of voting members, by index.

@@ -39,7 +39,7 @@ func setStatus(s *scope) {
 	c := countVoters(verdict.Members)
 	st.Voters, st.HealthyVoters = ptr.To(c.voters), ptr.To(c.healthy)
 	st.FaultTolerance = ptr.To(max(0, c.healthy-(c.voters/2+1)))
-	setAvailability(s, c)
+	setAvailability(s, etcd.AssessQuorum(verdict.Members), c)
 	setProgressing(s)
 }
 
@@ -152,32 +152,29 @@ func setUnobservedConditions(s *scope, cause metav1.Condition) {
 		Reason: v1alpha1.DegradedEtcdUnreachableReason, Message: cause.Message})
 }
 
-// setAvailability sets Available (can etcd commit) and Degraded (is any margin lost). Voters that
-// refuse writes only because of a NOSPACE alarm still vote, so they count toward committing, as
-// in etcd's own quorum. Quorum is lost only when the voting members would not be a majority even
-// if every voter whose health is Unknown were healthy; when the majority depends on those, both
-// conditions are Unknown (QuorumUnknown): every K3s heartbeat stale says nothing about etcd
-// itself.
-func setAvailability(s *scope, c voterCounts) {
+// setAvailability sets Available (can etcd commit, etcd.AssessQuorum: the rule the quorum guard
+// decides on) and Degraded (is any margin lost). When the majority depends on voters whose health
+// is Unknown, both conditions are Unknown (QuorumUnknown): every K3s heartbeat stale says nothing
+// about etcd itself. c gives the counts the messages show.
+func setAvailability(s *scope, quorum etcd.QuorumState, c voterCounts) {
 	avail := metav1.Condition{Type: v1alpha1.AvailableCondition}
 	degraded := metav1.Condition{Type: v1alpha1.DegradedCondition}
-	voters, voting := c.voters, c.healthy+c.noSpace
-	counts := fmt.Sprintf("%d of %d voting members are healthy", c.healthy, voters)
+	counts := fmt.Sprintf("%d of %d voting members are healthy", c.healthy, c.voters)
 	if c.noSpace > 0 {
 		counts += fmt.Sprintf(", and %d of them refuse writes with a NOSPACE alarm but still vote", c.noSpace)
 	}
 	switch {
-	case voters == 0:
+	case c.voters == 0:
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableNoMembersReason, "Etcd reports no voting member"
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message
-	case 2*voting <= voters && 2*(voting+c.unknown) > voters:
+	case quorum == etcd.QuorumUnknown:
 		avail.Status, avail.Reason = metav1.ConditionUnknown, v1alpha1.AvailableQuorumUnknownReason
 		avail.Message = fmt.Sprintf("%s and the health of %d is unknown; whether etcd can commit depends on them", counts, c.unknown)
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionUnknown, v1alpha1.DegradedQuorumUnknownReason, avail.Message
-	case 2*voting <= voters:
+	case quorum == etcd.QuorumLost:
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionFalse, v1alpha1.AvailableQuorumLostReason, counts+"; etcd cannot commit"
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedQuorumLostReason, avail.Message
-	case c.healthy < voters || anyUnhealthy(s.cpe.Status.Members):
+	case c.healthy < c.voters || anyUnhealthy(s.cpe.Status.Members):
 		avail.Status, avail.Reason, avail.Message = metav1.ConditionTrue, v1alpha1.AvailableQuorumAvailableReason, counts
 		degraded.Status, degraded.Reason, degraded.Message = metav1.ConditionTrue, v1alpha1.DegradedMembersUnhealthyReason, unhealthyNames(s.cpe.Status.Members)
 	default:
