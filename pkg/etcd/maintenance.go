@@ -291,25 +291,23 @@ func decideDefrag(s *Snapshot, spaces, candidates []memberSpace, reason, why str
 }
 
 // keepsQuorumWithout reports whether the healthy voters other than m are a strict majority of
-// the voters and learners (a learner may be promoted while m is blocked).
+// the voters and learners (a learner may be promoted while m is blocked): the quorum
+// projection's keepsMajority, with m counted as down.
 func keepsQuorumWithout(spaces []memberSpace, m Member) (string, bool) {
-	voters, learners, healthy := 0, 0, 0
+	members := make([]MemberHealth, 0, len(spaces))
 	for _, ms := range spaces {
-		switch {
-		case ms.health.Member.IsLearner:
-			learners++
-		default:
-			voters++
-			if ms.health.Health == Healthy && ms.health.Member.ID != m.ID {
-				healthy++
-			}
+		mh := ms.health
+		if mh.Member.ID == m.ID {
+			mh.Health, mh.NoSpace = Unhealthy, false
 		}
+		members = append(members, mh)
 	}
-	msg := fmt.Sprintf("with it blocked, %d of %d voters would be healthy and serving", healthy, voters)
-	if learners > 0 {
-		msg += fmt.Sprintf(", and %d learner(s) may be promoted meanwhile", learners)
+	c := countQuorum(members)
+	msg := fmt.Sprintf("with it blocked, %d of %d voters would be healthy and serving", c.healthyVoters, c.voters)
+	if c.learners > 0 {
+		msg += fmt.Sprintf(", and %d learner(s) may be promoted meanwhile", c.learners)
 	}
-	return msg, 2*healthy > voters+learners
+	return msg, c.keepsMajority()
 }
 
 // leaderCandidates are the healthy voters other than m that answered with their database, least
