@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
+	"github.com/etcd-adapter/etcd-adapter/pkg/etcd"
 	"github.com/etcd-adapter/etcd-adapter/test/env"
 	"github.com/etcd-adapter/etcd-adapter/test/env/capi"
 	"github.com/etcd-adapter/etcd-adapter/test/env/etcdadm"
@@ -57,18 +58,11 @@ func describeFailure(r SpecReport) string {
 			break
 		}
 	}
-	fmt.Fprintf(&b, "  %s: %s\n", r.State, truncate(r.Failure.Message, 3000))
+	fmt.Fprintf(&b, "  %s: %s\n", r.State, etcd.Truncate(r.Failure.Message, 3000))
 	if out := strings.Split(strings.TrimSpace(r.CapturedGinkgoWriterOutput), "\n"); len(out) > 0 && out[0] != "" {
 		fmt.Fprintf(&b, "  last output:\n    %s\n", strings.Join(out[max(0, len(out)-8):], "\n    "))
 	}
 	return b.String()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 var _ = BeforeSuite(func() {
