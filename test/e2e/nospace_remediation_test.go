@@ -30,7 +30,7 @@ const noSpaceQuota = 32 << 20
 // raises NOSPACE when its database file, data and free pages together, reaches the quota
 // (go.etcd.io/etcd/server/v3 storage/quota.go, BackendQuota.Available, over the backend's size),
 // and how many pages are free then depends on how etcd batched the puts into commits: on a busy
-// machine the data in use was 25.5 MiB of the 32 MiB quota, below the default target (20%
+// machine the data in use was 25.2 to 25.5 MiB of the 32 MiB quota, below the default target (20%
 // headroom, 25.6 MiB), so a defragmentation rightly brought every member below it and disarmed.
 // With 50% the data the spec writes stays above the target, as the spec's first half needs.
 const noSpaceHeadroom = 50
@@ -197,8 +197,6 @@ func (c *testCluster) setMaintenance(ctx context.Context, spec *v1alpha1.Mainten
 	c.changeSpec(ctx, func(s *v1alpha1.ControlPlaneEtcdSpec) { s.Maintenance = spec }, "spec.maintenance")
 }
 
-// memberClient is an etcd client of the member on the Node only, as the kube-apiserver of a
-// kubeadm control plane writes through its own member (--etcd-servers=https://127.0.0.1:2379).
 // survivingNode is the Node of a member other than the one on gone.
 func survivingNode(c *testCluster, gone string) string {
 	for _, m := range c.workload.Etcd.Members() {
@@ -210,6 +208,8 @@ func survivingNode(c *testCluster, gone string) string {
 	return ""
 }
 
+// memberClient is an etcd client of the member on the Node only, as the kube-apiserver of a
+// kubeadm control plane writes through its own member (--etcd-servers=https://127.0.0.1:2379).
 func memberClient(ctx context.Context, c *testCluster, node string) *clientv3.Client {
 	cli, err := c.workload.Etcd.MemberOnNode(node).NewClient(ctx)
 	Expect(err).NotTo(HaveOccurred())
