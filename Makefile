@@ -159,6 +159,13 @@ IMG ?= ghcr.io/etcd-adapter/etcd-adapter:dev
 release-manifests: ## Build $(RELEASE_DIR)/addon-components.yaml and metadata.yaml for clusterctl (IMG sets the manager image).
 	$(GO) run ./hack/release-manifests -out $(RELEASE_DIR) -image $(IMG)
 
+# Before tagging vX.Y.Z, pkg/etcd/vX.Y.Z and pkg/k3s/vX.Y.Z: every tagged module's go.mod must
+# require its siblings at that version, as Go ignores a dependency's replace directives
+# (CHANGELOG.md, "Releasing the Go modules"). make test runs the check's own tests.
+.PHONY: release-check
+release-check: ## Refuse RELEASE_VERSION (e.g. v0.1.0) while go.mod or pkg/k3s/go.mod requires pkg/etcd or pkg/k3s at another version.
+	$(GO) run ./hack/release-check -version "$(RELEASE_VERSION)"
+
 # The manager image, built with nothing but Go (hack/image: go-containerregistry, no Docker, no base
 # image) as an OCI image layout in IMAGE_DIR, for IMAGE_PLATFORMS, tagged IMG like the components
 # release-manifests writes. IMAGE_VERSION and IMAGE_REVISION set the OCI labels (default: git

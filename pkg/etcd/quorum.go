@@ -8,7 +8,8 @@ import (
 type QuorumVerdict struct {
 	// Allowed is true only when the change keeps a healthy majority in every outcome.
 	Allowed bool
-	// Reason is one of the v1alpha1 MemberRemoval*Reason constants.
+	// Reason is one of the Removal*Reason constants (api/v1alpha1 re-exports them as
+	// MemberRemoval*Reason).
 	Reason string
 	// Message explains the verdict to a person, with the numbers behind it.
 	Message string
