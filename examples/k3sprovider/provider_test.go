@@ -52,6 +52,7 @@ func TestScaleDown(t *testing.T) {
 	g.Expect(conditions.Get(sink.Machines["m-sd-2"], "EtcdMemberHealthy")).To(PointTo(MatchFields(IgnoreExtras, Fields{
 		"Status": Equal(corev1.ConditionFalse), "Reason": Equal("EtcdMemberUnhealthy"), "Severity": Equal(clusterv1.ConditionSeverityError)})))
 	g.Expect(conditions.IsTrue(sink.Machines["m-sd-0"], "EtcdMemberHealthy")).To(BeTrue())
+	g.Expect(conditions.GetReason(sink.Machines["m-sd-0"], "EtcdMemberHealthy")).To(BeEmpty(), "True with no reason, as cluster-api-k3s's conditions.MarkTrue writes it")
 
 	refused, err := p.ScaleDown(ctx, o, ms, "m-sd-0")
 	g.Expect(err).NotTo(HaveOccurred())

@@ -80,7 +80,7 @@ var KThreesControlPlaneNames = Names{
 	ClusterUnknownReason:          "EtcdClusterUnknown",
 	ClusterInspectionFailedReason: "EtcdClusterInspectionFailed",
 	MemberCondition:               "EtcdMemberHealthy",
-	MemberHealthyReason:           "EtcdMemberHealthy",
+	MemberHealthyReason:           "", // conditions.MarkTrue, as cluster-api-k3s writes it (pkg/k3s/workload_cluster_etcd.go)
 	MemberUnhealthyReason:         "EtcdMemberUnhealthy",
 	MemberInspectionFailedReason:  "MemberInspectionFailed",
 	MemberDeletingReason:          "Deleting",

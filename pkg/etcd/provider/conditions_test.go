@@ -44,7 +44,7 @@ func TestWriteConditions(t *testing.T) {
 		cluster   want
 	}{
 		{"healthy, in KThreesControlPlane's names by default", provider.Names{}, nil, true,
-			want{metav1.ConditionTrue, "EtcdMemberHealthy", provider.SeverityNone},
+			want{metav1.ConditionTrue, "", provider.SeverityNone},
 			want{metav1.ConditionTrue, "", provider.SeverityNone}},
 		{"a broken member is EtcdMemberUnhealthy with severity Error", provider.Names{}, func(s *etcd.Snapshot, _ []etcd.Machine) { breakMember(s, 2) }, true,
 			want{metav1.ConditionFalse, "EtcdMemberUnhealthy", provider.SeverityError},

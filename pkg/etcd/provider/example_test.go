@@ -51,8 +51,8 @@ func Example() {
 	v := provider.MayScaleDown(o, victim)
 	fmt.Println("delete", victim.Name+":", v.Allowed)
 	// Output:
-	// Machine m-cp-0: EtcdMemberHealthy=True reason="EtcdMemberHealthy" severity=""
-	// Machine m-cp-1: EtcdMemberHealthy=True reason="EtcdMemberHealthy" severity=""
+	// Machine m-cp-0: EtcdMemberHealthy=True reason="" severity=""
+	// Machine m-cp-1: EtcdMemberHealthy=True reason="" severity=""
 	// Machine m-cp-2: EtcdMemberHealthy=False reason="EtcdMemberUnhealthy" severity="Error"
 	// control plane: EtcdClusterHealthyCondition=False reason="EtcdClusterUnhealthy" severity="Error"
 	// delete m-cp-2: true
