@@ -64,7 +64,7 @@ type MemberProblem struct {
 	Message string
 }
 
-// PreflightResult says whether a scale or remediation may start from the current etcd state.
+// PreflightResult says whether a scale-up, scale-down or rollout may start from the current etcd state.
 type PreflightResult struct {
 	// Healthy is true when, leaving out the Machines being removed, every member is a healthy
 	// voter, they agree on the member list and cluster ID, none has alarms, a leader is known,
