@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 // startManagement starts the management cluster the manager binary watches: Cluster API's CRDs
 // and controllers, etcd-adapter's CRDs and webhook configuration (the manager runs with its
 // webhooks off, and the fleet creates no object they admit). It stops with b.
-func startManagement(ctx context.Context, b *testing.B) *env.Management {
+func startManagement(ctx context.Context, b testing.TB) *env.Management {
 	b.Helper()
 	root := filepath.Join("..", "..")
 	mgmt, err := env.StartManagementWith(ctx, env.ManagementOptions{
