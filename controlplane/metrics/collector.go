@@ -49,7 +49,7 @@ var _ prometheus.Collector = &StatusCollector{}
 
 // Describe sends the descriptors of every metric the collector exports.
 func (c *StatusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{membersDesc, faultToleranceDesc, availableDesc, hooksWaitingDesc, hooksBlockingDesc, collectErrorsDesc, snapshotAgeDesc} {
+	for _, d := range []*prometheus.Desc{membersDesc, faultToleranceDesc, availableDesc, hooksWaitingDesc, hooksBlockingDesc, collectErrorsDesc, snapshotAgeDesc, machineMemberConditionDesc} {
 		ch <- d
 	}
 }
@@ -75,6 +75,9 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	if err := c.Reader.List(ctx, machines, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.Log.WithName("metrics").V(4).Info("Failed to list Machines", "err", err.Error())
 		failed = 1
+	} else {
+		// Not on a failed read: a count of 0 Machines would be a false answer, not a missing one.
+		collectMemberConditions(ch, cpes.Items, machines.Items)
 	}
 	for key, n := range HooksWaiting(machines.Items) {
 		ch <- prometheus.MustNewConstMetric(hooksWaitingDesc, prometheus.GaugeValue, float64(n), key.Namespace, key.Name)

@@ -12,18 +12,21 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
 )
 
-// TestClusterctlDelete uninstalls the addon in the order docs/operations.md gives ("Uninstalling
-// etcd-adapter from the management cluster"): every ControlPlaneEtcd to Observe, wait until the
-// running manager has taken its hook off every Machine, stop the manager, delete the
-// ControlPlaneEtcds, then `clusterctl delete --addon etcd-adapter --include-crd`. Afterwards the CRD and the ControlPlaneEtcds, the webhook
-// configurations, the Deployment and the inventory entry are gone, every Machine is still there
-// without the hook, and deleting a control-plane Machine is not held by anything of
-// etcd-adapter's: Cluster API deletes it.
+// TestClusterctlDelete uninstalls the addon in the order docs/operations.md gives ("Handing a
+// Cluster back, and uninstalling"): every ControlPlaneEtcd to Observe and its Cluster opted out,
+// wait until the running manager has taken its hook off every Machine, delete the
+// ControlPlaneEtcds and wait until the running manager has taken EtcdAdapterMemberHealthy off
+// every Machine, stop the manager, then `clusterctl delete --addon etcd-adapter --include-crd`.
+// Afterwards the CRD and the ControlPlaneEtcds, the webhook configurations, the Deployment and
+// the inventory entry are gone, every Machine is still there without the hook or the condition,
+// and deleting a control-plane Machine is not held by anything of etcd-adapter's: Cluster API
+// deletes it.
 func TestClusterctlDelete(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -36,7 +39,9 @@ func TestClusterctlDelete(t *testing.T) {
 	c, machines := registerK3s(ctx, g, m, k, ns, "k3s")
 	g.Eventually(func(g Gomega) []string { return hooked(ctx, g, m.Client, ns) }, time.Minute).Should(HaveLen(len(machines)))
 
-	// 1. Observe everywhere.
+	g.Eventually(func(g Gomega) []string { return withMemberCondition(ctx, g, m.Client, ns) }, time.Minute).Should(HaveLen(len(machines)))
+
+	// 1. Observe everywhere, and opt the Clusters out so that none gets a ControlPlaneEtcd again.
 	cpes := &v1alpha1.ControlPlaneEtcdList{}
 	g.Expect(m.Client.List(ctx, cpes)).To(Succeed())
 	g.Expect(cpes.Items).NotTo(BeEmpty())
@@ -45,20 +50,30 @@ func TestClusterctlDelete(t *testing.T) {
 		before := cpe.DeepCopy()
 		cpe.Spec.Mode = v1alpha1.ModeObserve
 		g.Expect(m.Client.Patch(ctx, cpe, client.MergeFrom(before))).To(Succeed())
+		cluster := &clusterv1.Cluster{}
+		g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: cpe.Namespace, Name: cpe.Spec.ClusterName}, cluster)).To(Succeed())
+		beforeCluster := cluster.DeepCopy()
+		if cluster.Annotations == nil {
+			cluster.Annotations = map[string]string{}
+		}
+		cluster.Annotations[v1alpha1.OptOutAnnotation] = v1alpha1.AnnotationTrue
+		g.Expect(m.Client.Patch(ctx, cluster, client.MergeFrom(beforeCluster))).To(Succeed())
 	}
 	// 2. Wait until no Machine carries the hook.
 	g.Eventually(func(g Gomega) []string { return hooked(ctx, g, m.Client, ns) }, time.Minute).Should(BeEmpty())
-	// 3. Stop the manager (scale the Deployment to 0), so that no ControlPlaneEtcd is created
-	// again, and 4. delete the ControlPlaneEtcds: clusterctl delete --include-crd refuses while
-	// objects of the provider's CRDs exist (clusterctl's cluster/components.go).
+	// 3. Delete the ControlPlaneEtcds: clusterctl delete --include-crd refuses while objects of
+	// the provider's CRDs exist (clusterctl's cluster/components.go), and 4. wait until the
+	// running manager has taken EtcdAdapterMemberHealthy off every Machine.
+	g.Expect(m.Client.DeleteAllOf(ctx, &v1alpha1.ControlPlaneEtcd{}, client.InNamespace(ns))).To(Succeed())
+	g.Eventually(func(g Gomega) []string { return withMemberCondition(ctx, g, m.Client, ns) }, time.Minute).Should(BeEmpty())
+	// 5. Stop the manager (scale the Deployment to 0).
 	d := &appsv1.Deployment{}
 	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, d)).To(Succeed())
 	before := d.DeepCopy()
 	d.Spec.Replicas = new(int32(0))
 	g.Expect(m.Client.Patch(ctx, d, client.MergeFrom(before))).To(Succeed())
 	m.stopManager(t)
-	g.Expect(m.Client.DeleteAllOf(ctx, &v1alpha1.ControlPlaneEtcd{}, client.InNamespace(ns))).To(Succeed())
-	// 5. Remove the webhooks' configurations, the Deployment, the inventory entry and the CRD.
+	// 6. Remove the webhooks' configurations, the Deployment, the inventory entry and the CRD.
 	err := r.client(ctx, t).Delete(ctx, clusterctlclient.DeleteOptions{
 		Kubeconfig:     m.Kubeconfig,
 		AddonProviders: []string{addon},
@@ -77,6 +92,7 @@ func TestClusterctlDelete(t *testing.T) {
 		got := &clusterv1.Machine{}
 		g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), got)).To(Succeed(), "uninstalling removes no Machine")
 		g.Expect(got.Annotations).NotTo(HaveKey(v1alpha1.PreTerminateHookAnnotation))
+		g.Expect(conditions.Has(got, v1alpha1.MemberHealthyMachineCondition)).To(BeFalse())
 	}
 
 	// Nothing stuck: a control-plane Machine deleted now goes (Cluster API drains its Node and

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -45,7 +46,8 @@ const quickStartImage = "registry.example.com/etcd-adapter:v0.1.0"
 // its own (it would download cert-manager's release from GitHub). The Deployment's two replicas
 // run as manager processes with the rendered Deployment's arguments. Each block is judged by what
 // it did: the inventory, the CRD, the Deployment, the webhooks' caBundle that cainjector fills,
-// the ControlPlaneEtcd the manager creates, the hook it takes off, what clusterctl delete removes.
+// the ControlPlaneEtcd the manager creates, the hook and the EtcdAdapterMemberHealthy condition it
+// takes off, what clusterctl delete removes.
 func TestDocsInstallUpgradeUninstall(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -161,53 +163,67 @@ func (q *quickStart) layOutRelease(g Gomega, version string) {
 }
 
 // uninstall runs operations.md's uninstall block step by step, with the manager's replicas
-// running until step 3 scales their Deployment down.
+// running until step 5 scales their Deployment down: the ControlPlaneEtcds are deleted while
+// they run, so they take EtcdAdapterMemberHealthy off the Machine before they stop.
 func (q *quickStart) uninstall(ctx context.Context, t *testing.T, replicas []*replica, cluster *clusterv1.Cluster, machine *clusterv1.Machine) {
 	t.Helper()
 	g := NewWithT(t)
 	m := q.m
 	block := docblock.ShellBlock(g, docsDir, "operations.md", "clusterctl delete")
 	step := docblock.Steps(g, block)
-	g.Expect(step).To(HaveLen(6), "the uninstall block has steps 0 to 5:\n%s", block)
+	g.Expect(step).To(HaveLen(6), "the uninstall block has steps 1 to 6:\n%s", block)
 	pre := q.opsPrelude()
+	g.Eventually(func(g Gomega) {
+		g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
+		g.Expect(conditions.Has(machine, v1alpha1.MemberHealthyMachineCondition)).To(BeTrue())
+	}).WithTimeout(2*time.Minute).Should(Succeed(), "the manager wrote EtcdAdapterMemberHealthy on the Machine (Unknown: no workload cluster answers)")
 
 	q.sh.Run(g, pre, step["1"])
 	cpe := &v1alpha1.ControlPlaneEtcd{}
 	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cpe)).To(Succeed())
 	g.Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeObserve), "step 1 put the ControlPlaneEtcd in Observe")
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)).To(Succeed())
+	g.Expect(cluster.Annotations).To(HaveKeyWithValue(v1alpha1.OptOutAnnotation, v1alpha1.AnnotationTrue), "step 1 opted the Cluster out")
 	g.Eventually(func() string { return q.sh.Run(g, pre, step["2"]) }).WithTimeout(2*time.Minute).Should(BeEmpty(),
 		"the manager takes the hook off in Observe, and then step 2 prints nothing")
 	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
 	g.Expect(machine.Annotations).NotTo(HaveKey(v1alpha1.PreTerminateHookAnnotation))
 
 	q.sh.Run(g, pre, step["3"])
+	list := &v1alpha1.ControlPlaneEtcdList{}
+	g.Expect(m.Client.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty(), "step 3 deletes every ControlPlaneEtcd")
+	g.Eventually(func() string { return q.sh.Run(g, pre, step["4"]) }).WithTimeout(2*time.Minute).Should(BeEmpty(),
+		"the manager takes EtcdAdapterMemberHealthy off once no ControlPlaneEtcd is in charge, and then step 4 prints nothing")
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
+	g.Expect(conditions.Has(machine, v1alpha1.MemberHealthyMachineCondition)).To(BeFalse(), "no Machine carries EtcdAdapterMemberHealthy")
+
+	q.sh.Run(g, pre, step["5"])
 	d := &appsv1.Deployment{}
 	g.Expect(m.Client.Get(ctx, client.ObjectKey{Namespace: addonNamespace, Name: deploymentName}, d)).To(Succeed())
-	g.Expect(*d.Spec.Replicas).To(BeZero(), "step 3 scales the manager to 0")
+	g.Expect(*d.Spec.Replicas).To(BeZero(), "step 5 scales the manager to 0")
 	for _, r := range replicas {
 		g.Eventually(r.running).WithTimeout(2*time.Minute).Should(BeFalse(), "%s ended on the scale-down", r)
 	}
-
-	q.sh.Run(g, pre, step["4"])
-	list := &v1alpha1.ControlPlaneEtcdList{}
 	g.Expect(m.Client.List(ctx, list)).To(Succeed())
-	g.Expect(list.Items).To(BeEmpty(), "step 4 deletes every ControlPlaneEtcd")
+	g.Expect(list.Items).To(BeEmpty(), "the opted-out Cluster got no ControlPlaneEtcd again while the manager ran")
 
-	q.sh.Run(g, pre, step["5"])
-	g.Expect(inventory(ctx, g, m)).To(BeEmpty(), "step 5 removes the inventory entry")
+	q.sh.Run(g, pre, step["6"])
+	g.Expect(inventory(ctx, g, m)).To(BeEmpty(), "step 6 removes the inventory entry")
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(m.Client.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{}))
-	}).WithTimeout(time.Minute).Should(BeTrue(), "step 5 removes the CRD")
+	}).WithTimeout(time.Minute).Should(BeTrue(), "step 6 removes the CRD")
 	for _, o := range []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: addonNamespace, Name: deploymentName}},
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validatingName}},
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: mutatingName}},
 	} {
 		err := m.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "step 5 removes %T %s: %v", o, o.GetName(), err)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "step 6 removes %T %s: %v", o, o.GetName(), err)
 	}
-	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})).To(Succeed(), "step 5 leaves the Cluster")
-	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), &clusterv1.Machine{})).To(Succeed(), "step 5 leaves the Machine")
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})).To(Succeed(), "step 6 leaves the Cluster")
+	g.Expect(m.Client.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed(), "step 6 leaves the Machine")
+	g.Expect(conditions.Has(machine, v1alpha1.MemberHealthyMachineCondition)).To(BeFalse(), "the uninstall left no EtcdAdapterMemberHealthy")
 }
 
 // home returns the shell's HOME, where the quick start's $REPO is.

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcd-adapter/etcd-adapter/api/v1alpha1"
@@ -67,6 +68,20 @@ func hooked(ctx context.Context, g Gomega, c client.Client, ns string) []string 
 	for _, m := range list.Items {
 		if _, ok := m.Annotations[v1alpha1.PreTerminateHookAnnotation]; ok {
 			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// withMemberCondition returns the names of the namespace's Machines that carry etcd-adapter's
+// EtcdAdapterMemberHealthy condition.
+func withMemberCondition(ctx context.Context, g Gomega, c client.Client, ns string) []string {
+	list := &clusterv1.MachineList{}
+	g.Expect(c.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	var names []string
+	for i := range list.Items {
+		if conditions.Has(&list.Items[i], v1alpha1.MemberHealthyMachineCondition) {
+			names = append(names, list.Items[i].Name)
 		}
 	}
 	return names

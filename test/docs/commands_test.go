@@ -37,6 +37,10 @@ import (
 const (
 	// hook is etcd-adapter's pre-terminate hook annotation on a Machine.
 	hook = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/etcd-adapter"
+	// optOut is the Cluster annotation that hands a Cluster back.
+	optOut = "etcd-adapter.cluster.x-k8s.io/opt-out"
+	// memberHealthy is etcd-adapter's etcd member condition on a Machine.
+	memberHealthy = "EtcdAdapterMemberHealthy"
 	// legacyHook is cluster-api-k3s's bare pre-terminate hook annotation.
 	legacyHook = "pre-terminate.delete.hook.machine.cluster.x-k8s.io"
 	// managerNamespace and managerDeployment are the clusterctl components' names.
@@ -97,14 +101,16 @@ func testMetricsReader(t *testing.T, c client.Client, sh *docblock.Shell) {
 }
 
 // testUninstall runs docs/operations.md's uninstall block step by step. The ControlPlaneEtcds are
-// in two namespaces, neither the kubeconfig's, so a step that loses the namespace fails.
+// in two namespaces, neither the kubeconfig's, so a step that loses the namespace fails. No
+// manager runs: the test takes the hooks and the EtcdAdapterMemberHealthy conditions off in its
+// place (test/clusterctl's TestDocsInstallUpgradeUninstall runs the block with the manager).
 func testUninstall(t *testing.T, c client.Client, sh *docblock.Shell) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	block := shellBlock(g, "operations.md", "clusterctl delete")
 	step := steps(g, block)
-	g.Expect(step).To(HaveLen(6), "the uninstall block has steps 0 to 5:\n%s", block)
+	g.Expect(step).To(HaveLen(6), "the uninstall block has steps 1 to 6:\n%s", block)
 
 	for _, ns := range []string{"team-a", "team-b", managerNamespace} {
 		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
@@ -114,15 +120,33 @@ func testUninstall(t *testing.T, c client.Client, sh *docblock.Shell) {
 	} {
 		g.Expect(c.Create(ctx, controlPlaneEtcd(cpe.ns, cpe.name, cpe.mode))).To(Succeed())
 	}
+	// Each ControlPlaneEtcd's Cluster (gamma says "false", which step 1 must overwrite), and
+	// delta, which has none and is left alone.
+	for _, key := range []client.ObjectKey{{Namespace: "team-a", Name: "alpha"}, {Namespace: "team-b", Name: "beta"},
+		{Namespace: "team-b", Name: "gamma"}, {Namespace: "team-b", Name: "delta"}} {
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KThreesControlPlane", Name: key.Name,
+			}}}
+		if key.Name == "gamma" {
+			cluster.Annotations = map[string]string{optOut: "false"}
+		}
+		g.Expect(c.Create(ctx, cluster)).To(Succeed())
+	}
 	hooked := []client.ObjectKey{{Namespace: "team-a", Name: "alpha-cp-0"}, {Namespace: "team-b", Name: "beta-cp-0"}}
 	for _, key := range hooked {
 		g.Expect(c.Create(ctx, machine(key.Namespace, key.Name, map[string]string{hook: ""}))).To(Succeed())
 	}
 	g.Expect(c.Create(ctx, machine("team-b", "beta-cp-1", nil))).To(Succeed())
+	// alpha-cp-0 and beta-cp-1 carry the condition; beta-cp-0 only a condition of someone else's.
+	conditioned := []client.ObjectKey{{Namespace: "team-a", Name: "alpha-cp-0"}, {Namespace: "team-b", Name: "beta-cp-1"}}
+	for key, cond := range map[client.ObjectKey]string{conditioned[0]: memberHealthy, conditioned[1]: memberHealthy, hooked[1]: "example.com/OtherWriter"} {
+		m := &clusterv1.Machine{}
+		g.Expect(c.Get(ctx, key, m)).To(Succeed())
+		m.Status.Conditions = []metav1.Condition{{Type: cond, Status: metav1.ConditionUnknown, Reason: "Test", LastTransitionTime: metav1.Now()}}
+		g.Expect(c.Status().Update(ctx, m)).To(Succeed())
+	}
 	g.Expect(c.Create(ctx, deployment())).To(Succeed())
-
-	// Step 0 is advice for the reader, with nothing to run.
-	g.Expect(commands(step["0"])).To(BeEmpty(), "step 0 runs nothing:\n%s", step["0"])
 
 	sh.Run(g, "", step["1"])
 	list := &unstructured.UnstructuredList{}
@@ -132,7 +156,13 @@ func testUninstall(t *testing.T, c client.Client, sh *docblock.Shell) {
 	for _, cpe := range list.Items {
 		mode, _, _ := unstructured.NestedString(cpe.Object, "spec", "mode")
 		g.Expect(mode).To(Equal("Observe"), "step 1 put %s/%s in Observe", cpe.GetNamespace(), cpe.GetName())
+		cluster := &clusterv1.Cluster{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: cpe.GetNamespace(), Name: cpe.GetName()}, cluster)).To(Succeed())
+		g.Expect(cluster.Annotations).To(HaveKeyWithValue(optOut, "true"), "step 1 opted Cluster %s out", cluster.Name)
 	}
+	delta := &clusterv1.Cluster{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team-b", Name: "delta"}, delta)).To(Succeed())
+	g.Expect(delta.Annotations).NotTo(HaveKey(optOut), "step 1 opts out only the Clusters of the ControlPlaneEtcds")
 
 	// Step 2 lists the Machines that still carry the hook; the manager takes the hooks off in
 	// Observe, which this test does in its place, and then step 2 prints nothing.
@@ -146,22 +176,33 @@ func testUninstall(t *testing.T, c client.Client, sh *docblock.Shell) {
 	g.Expect(sh.Run(g, "", step["2"])).To(BeEmpty(), "step 2 prints nothing once no Machine carries the hook")
 
 	sh.Run(g, "", step["3"])
+	g.Expect(c.List(ctx, list)).To(Succeed())
+	g.Expect(list.Items).To(BeEmpty(), "step 3 deletes every ControlPlaneEtcd")
+
+	// Step 4 lists the Machines that still carry EtcdAdapterMemberHealthy; the manager takes it
+	// off once no ControlPlaneEtcd is in charge, which this test does in its place.
+	g.Expect(strings.Fields(sh.Run(g, "", step["4"]))).To(ConsistOf("team-a/alpha-cp-0", "team-b/beta-cp-1"))
+	for _, key := range conditioned {
+		m := &clusterv1.Machine{}
+		g.Expect(c.Get(ctx, key, m)).To(Succeed())
+		m.Status.Conditions = nil
+		g.Expect(c.Status().Update(ctx, m)).To(Succeed())
+	}
+	g.Expect(sh.Run(g, "", step["4"])).To(BeEmpty(), "step 4 prints nothing once no Machine carries the condition")
+
+	sh.Run(g, "", step["5"])
 	d := &appsv1.Deployment{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: managerDeployment}, d)).To(Succeed())
-	g.Expect(*d.Spec.Replicas).To(BeZero(), "step 3 stops the manager")
+	g.Expect(*d.Spec.Replicas).To(BeZero(), "step 5 stops the manager")
 
-	sh.Run(g, "", step["4"])
-	g.Expect(c.List(ctx, list)).To(Succeed())
-	g.Expect(list.Items).To(BeEmpty(), "step 4 deletes every ControlPlaneEtcd")
-
-	// Step 5 is clusterctl's: a stand-in records its arguments, since the real clusterctl delete
+	// Step 6 is clusterctl's: a stand-in records its arguments, since the real clusterctl delete
 	// finds the addon in its inventory with or without --config (test/clusterctl's
 	// TestDocsInstallUpgradeUninstall runs the whole block with the real binary and the manager
 	// running). $REPO is the quick start's.
 	repo := t.TempDir()
-	g.Expect(clusterctlArgs(g, sh, repo, step["5"])).To(HaveExactElements(
+	g.Expect(clusterctlArgs(g, sh, repo, step["6"])).To(HaveExactElements(
 		"delete", "--config", filepath.Join(repo, "clusterctl.yaml"), "--addon", "etcd-adapter", "--include-crd"),
-		"step 5 passes the quick start's --config")
+		"step 6 passes the quick start's --config")
 }
 
 // testAnnotations runs each block that annotates one Machine, with the page's <ns> and <machine>
@@ -220,17 +261,6 @@ func clusterctlArgs(g Gomega, sh *docblock.Shell, repo, script string) []string 
 	recorded, err := os.ReadFile(args)
 	g.Expect(err).NotTo(HaveOccurred(), "the block runs clusterctl")
 	return strings.Fields(string(recorded))
-}
-
-// commands returns the lines of a block that are neither comments nor blank.
-func commands(block string) []string {
-	var out []string
-	for _, line := range strings.Split(block, "\n") {
-		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 func controlPlaneEtcd(ns, name, mode string) *unstructured.Unstructured {

@@ -413,18 +413,18 @@ func setOtherWriterCondition(ctx context.Context, m *clusterv1.Machine) {
 	Expect(helper.Patch(ctx, got, patch.WithOwnedConditions{Conditions: []string{otherWriterCondition}})).To(Succeed())
 }
 
-// ownerRemediation plays the control-plane provider's part of a MachineHealthCheck remediation
-// as KubeadmControlPlane does (sigs.k8s.io/cluster-api v1.14.2
-// controlplane/kubeadm/reconcilers/kubeadmcontrolplane/remediation.go reconcileUnhealthyMachines) and
-// KThreesControlPlane after it (k3s-io/cluster-api-k3s controlplane/controllers/remediation.go, a
-// port of KCP's): while any control-plane Machine is being deleted it waits; otherwise it deletes
-// the oldest Machine the MachineHealthCheck marked (MachineHealthCheckSucceeded False and
-// OwnerRemediated False). A refused deletion is kept, as the providers put it into
-// OwnerRemediated's message. Left out: the providers' own etcd preflight
-// (canSafelyRemoveEtcdMember), so that the quorum guard alone must keep quorum, as it must for a
-// provider whose check is missing or wrong; their retry limits, which play no part in one
-// remediation; and the bare pre-terminate hook cluster-api-k3s adds right before the deletion,
-// which etcd-adapter adopts when no KThreesControlPlane is left (tested in
+// ownerRemediation plays the control-plane provider's part of a MachineHealthCheck remediation as
+// KubeadmControlPlane does (sigs.k8s.io/cluster-api v1.14.2
+// controlplane/kubeadm/reconcilers/kubeadmcontrolplane/remediation.go reconcileUnhealthyMachines)
+// and KThreesControlPlane after it (k3s-io/cluster-api-k3s v0.3.0, commit e0a92c9,
+// controlplane/controllers/remediation.go reconcileUnhealthyMachines, a port of KCP's): while any
+// control-plane Machine is being deleted it waits; otherwise it deletes the oldest Machine the
+// MachineHealthCheck marked (MachineHealthCheckSucceeded False and OwnerRemediated False). A
+// refused deletion is kept, as the providers put it into OwnerRemediated's message. Left out: the
+// providers' own etcd preflight (canSafelyRemoveEtcdMember), so that the quorum guard alone must
+// keep quorum, as it must for a provider whose check is missing or wrong; their retry limits, which
+// play no part in one remediation; and the bare pre-terminate hook cluster-api-k3s adds right
+// before the deletion, which etcd-adapter adopts when no KThreesControlPlane is left (tested in
 // k3s_coexistence_test.go).
 type ownerRemediation struct {
 	// eager deletes a marked Machine while another is being deleted, as a provider whose

@@ -59,9 +59,10 @@ func TestDashboardQueries(t *testing.T) {
 			used = append(used, m)
 		}
 	}
-	// The per-member metrics are what the per-Cluster view is for.
+	// The per-member metrics and the Machines' member condition are what the per-Cluster view is for.
 	g.Expect(used).To(ContainElements(metrics.Namespace+"_member_db_size_bytes", metrics.Namespace+"_member_applied_index_lag",
-		metrics.Namespace+"_member_last_observed_timestamp_seconds", metrics.Namespace+"_leader_changes_total"))
+		metrics.Namespace+"_member_last_observed_timestamp_seconds", metrics.Namespace+"_leader_changes_total",
+		metrics.Namespace+"_machine_member_condition"))
 }
 
 // TestDashboardQueriesCatchErrors: the check fails on a query that does not parse and on one
