@@ -105,9 +105,13 @@ func unobserved(d deletion, underWay []*clusterv1.Machine, err error) outcome {
 			"etcd of Cluster %s could not be observed (%s); deleting Machine %s%s keeps etcd quorum only as etcd was last observed (members last seen unhealthy: %s), and may lose it",
 			cluster.Name, cause, m.Name, alongWith(underWay), orNone(last.unhealthy)))
 	}
+	stopping := "its member stops"
+	if len(underWay) > 0 {
+		stopping = "its member and those of the deletions under way stop"
+	}
 	return denied(cpe, v1alpha1.EventDeletionRefusedHealthUnknown, fmt.Sprintf(
-		"deleting Machine %s of Cluster %s cannot be shown to keep etcd quorum (%s)%s: etcd could not be observed (%s); as it was last observed (status.members of ControlPlaneEtcd %s), it would not keep quorum (%s) once the members of this Machine and of the deletions under way stop; members last seen unhealthy: %s. A stacked etcd that lost quorum cannot be observed: bring its members back first, or set annotation %s=%s on the Machine to delete it anyway",
-		m.Name, cluster.Name, v1alpha1.MemberRemovalHealthUnknownReason, alongWith(underWay), cause, cpe.Name, last.quorum,
+		"deleting Machine %s of Cluster %s cannot be shown to keep etcd quorum (%s)%s: etcd could not be observed (%s); as it was last observed (status.members of ControlPlaneEtcd %s), it would not keep quorum (%s) once %s; members last seen unhealthy: %s. A stacked etcd that lost quorum cannot be observed: bring its members back first, or set annotation %s=%s on the Machine to delete it anyway",
+		m.Name, cluster.Name, v1alpha1.MemberRemovalHealthUnknownReason, alongWith(underWay), cause, cpe.Name, last.quorum, stopping,
 		orNone(last.unhealthy), v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
 }
 
