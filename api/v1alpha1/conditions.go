@@ -368,8 +368,8 @@ const (
 	// through unchecked, without the delete-for-move annotation of clusterctl move (Warning).
 	EventDeletionAllowedClusterPaused = "DeletionAllowedClusterPaused"
 	// EventDeletionAllowedEtcdUnobserved: the deletion was let through although etcd could not be
-	// observed at all, so it may lose quorum (Warning). Not to be confused with
-	// EventDeletionRefusedHealthUnknown: etcd was observed and members' health was unknown.
+	// observed at all: it keeps quorum as etcd was last observed, or etcd was never observed; it
+	// may still lose quorum (Warning).
 	EventDeletionAllowedEtcdUnobserved = "DeletionAllowedEtcdUnobserved"
 	// EventDeletionAllowedLastMember: the deletion was let through although the Machine hosts
 	// the last etcd member (Warning). No longer recorded: the quorum guard refuses that deletion
@@ -377,7 +377,9 @@ const (
 	EventDeletionAllowedLastMember = "DeletionAllowedLastMember"
 	// EventDeletionRefusedHealthUnknown: the deletion was refused because whether etcd keeps
 	// quorum depends on members whose health is unknown (for example every K3s heartbeat is
-	// stale), so no removal is known to be safe; quorum is not known to be lost (Warning).
+	// stale), so no removal is known to be safe; quorum is not known to be lost. Also when etcd
+	// could not be observed at all and, as it was last observed, it would not keep quorum
+	// (Warning).
 	EventDeletionRefusedHealthUnknown = "DeletionRefusedHealthUnknown"
 	// EventDeletionRefusedLastMember: the deletion was refused because, with the deletions
 	// already under way, it would remove the last etcd member of a Cluster that is not being

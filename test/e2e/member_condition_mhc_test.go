@@ -101,6 +101,26 @@ var _ = Describe("MachineHealthCheck remediating on EtcdAdapterMemberHealthy", f
 		Expect(serializableMemberIDs(ctx, c, "cp-0")).To(Equal(before), "no member was removed")
 	}, SpecTimeout(6*time.Minute))
 
+	// Note: a stacked etcd stores its own apiserver's data, so when quorum is lost the apiserver
+	// stops serving (its reads are quorum reads) and etcd-adapter cannot observe etcd at all:
+	// kubeadm's port-forward goes through it, and K3s's Node list is a consistent read. The test
+	// environment's workload apiserver has an etcd of its own, so these specs stop it with the
+	// second death, as stacked etcd does. The guard then decides on the status the controller
+	// last wrote.
+	It("kubeadm, stacked: a second member dying takes the workload apiserver with it; the quorum guard refuses deleting the other Machines on the last observation, and no member is removed", func(ctx SpecContext) {
+		c := startKubeadmCluster(ctx, 3, v1alpha1.ModeManage)
+		c.expectMembers(ctx, 3)
+		refuseOnLastObservation(ctx, c, "kubeadm", func(member string) error { return c.workload.Etcd.StopMember(ctx, member) })
+	}, SpecTimeout(6*time.Minute))
+
+	It("K3s, stacked: a second member dying takes the workload apiserver with it; the quorum guard refuses deleting the other Machines on the last observation, and no member is removed", func(ctx SpecContext) {
+		c := startK3sCluster(ctx, k3sOptions{version: "v1.34.2+k3s1"})
+		c.expectMembers(ctx, 3)
+		refuseOnLastObservation(ctx, c, "K3s", func(member string) error {
+			return c.workload.Simulator.Quiesced(func() error { return c.workload.Etcd.StopMember(ctx, member) })
+		})
+	}, SpecTimeout(6*time.Minute))
+
 	// Note: removing a dead member never lowers etcd's margin (h healthy of n voters keep a
 	// quorum of n-1 when they had one of n), so with quorum held the guard rightly lets the
 	// owner remediate a second dead member, also while another remediation is under way; and a
@@ -324,6 +344,56 @@ func remediateDeadMember(ctx context.Context, c *testCluster, node string, backe
 		marked.Sub(died).Round(100*time.Millisecond), deleting.Sub(died).Round(100*time.Millisecond), e2eMemberUnhealthyTimeout, observationInterval))
 	c.expectGone(ctx, sick)
 	c.expectMembers(ctx, 2)
+}
+
+// refuseOnLastObservation plays a stacked control plane losing quorum with the sample
+// MachineHealthCheck and the owner stand-in in place: cp-2's member dies (stop stops a member) and
+// etcd-adapter records since when it is unhealthy; then cp-1's dies and the workload apiserver
+// stops serving with it. The quorum guard, unable to observe etcd, must refuse deleting cp-1 and
+// cp-0 on the last observation, and no member is removed.
+func refuseOnLastObservation(ctx context.Context, c *testCluster, flavour string, stop func(member string) error) {
+	// memberUnhealthyTimeout stays at its default (2m): no Machine is marked before etcd becomes
+	// unobservable, and from then on the condition is Unknown, which the sample does not
+	// remediate; the guard is asked directly, as the owner would ask it.
+	c.expectMemberConditions(ctx, metav1.ConditionTrue)
+	createSampleMHC(ctx, c, withoutUnhealthyLimit)
+	startOwnerRemediation(ctx, c)
+	before := memberIDs(ctx, c)
+
+	By("cp-2's member dies; its Node stays Ready and etcd-adapter records since when it is unhealthy")
+	dead := c.workload.Etcd.MemberOnNode("cp-2").Name()
+	Expect(stop(dead)).To(Succeed())
+	Eventually(func(g Gomega) {
+		var since *metav1.Time
+		for _, mm := range c.status(ctx).Status.MachineMembers {
+			if mm.MachineName == c.machines["cp-2"].Name {
+				since = mm.UnhealthySince
+			}
+		}
+		g.Expect(since).NotTo(BeNil())
+	}, reconcileTimeout).Should(Succeed(), "status.machineMembers must hold since when the member of cp-2 is unhealthy")
+
+	By("cp-1's member dies: quorum is lost, and the workload apiserver stops serving with it")
+	Expect(stop(c.workload.Etcd.MemberOnNode("cp-1").Name())).To(Succeed())
+	Expect(c.workload.APIServer.StopServing()).To(Succeed())
+	DeferCleanup(c.workload.APIServer.StartServing)
+	for _, node := range []string{"cp-1", "cp-0"} {
+		m := c.machines[node]
+		Eventually(func() string { return guardVerdict(ctx, m) }, reconcileTimeout).Should(And(
+			ContainSubstring("("+v1alpha1.MemberRemovalHealthUnknownReason+")"),
+			ContainSubstring("etcd could not be observed"),
+			ContainSubstring(dead+" (unhealthy since"),
+		), "the quorum guard must refuse deleting Machine %s", m.Name)
+		AddReportEntry(flavour+", stacked: deleting "+node+" with etcd unobservable, refused", guardVerdict(ctx, m))
+	}
+	Consistently(func(g Gomega) {
+		for _, m := range c.machines {
+			got := &clusterv1.Machine{}
+			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), got)).To(Succeed())
+			g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue(), "Machine %s must not be deleted while quorum is lost", got.Name)
+		}
+	}, 20*time.Second, time.Second).Should(Succeed())
+	Expect(serializableMemberIDs(ctx, c, "cp-0")).To(Equal(before), "no member was removed")
 }
 
 // serializableMemberIDs lists the etcd member IDs, sorted, as the running member on the Node

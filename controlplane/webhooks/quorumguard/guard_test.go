@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +40,7 @@ func TestGuard_events(t *testing.T) {
 		name        string
 		snapshot    func() *etcd.Snapshot
 		observeErr  error
+		status      *v1alpha1.ControlPlaneEtcdStatus
 		skip        bool
 		dryRun      bool
 		wantAllowed bool
@@ -53,6 +55,13 @@ func TestGuard_events(t *testing.T) {
 		{name: "etcd that cannot be observed lets the deletion through with a warning and an Event",
 			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable), wantAllowed: true,
 			wantReason: v1alpha1.EventDeletionAllowedEtcdUnobserved, wantMessage: "etcd of Cluster c could not be observed"},
+		{name: "etcd that cannot be observed, last observed with every member healthy, lets the deletion through with a warning and an Event",
+			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable), status: ptr.To(recorded(3, v1alpha1.MemberUnknown)), wantAllowed: true,
+			wantReason: v1alpha1.EventDeletionAllowedEtcdUnobserved, wantMessage: "keeps etcd quorum only as etcd was last observed"},
+		{name: "etcd that cannot be observed, last observed with another member unhealthy, is refused, with an Event",
+			observeErr: fmt.Errorf("%w: connection refused", etcd.ErrUnreachable),
+			status:     ptr.To(withUnhealthySince(recorded(3, v1alpha1.MemberUnknown), "m-cp-2", metav1.Now())), wantReason: v1alpha1.EventDeletionRefusedHealthUnknown,
+			wantMessage: "deleting Machine m-cp-0 of Cluster c cannot be shown to keep etcd quorum (HealthUnknown): etcd could not be observed (cannot reach etcd: connection refused)"},
 		{name: "the last member of a Cluster that is not being deleted is refused, with an Event",
 			snapshot:   func() *etcd.Snapshot { return healthy(1) },
 			wantReason: v1alpha1.EventDeletionRefusedLastMember, wantMessage: "deleting Machine m-cp-0 would remove the last etcd member of Cluster c (LastMember)"},
@@ -74,6 +83,12 @@ func TestGuard_events(t *testing.T) {
 			}
 			rec := &recorder{}
 			guard := newGuard(backend, rec)
+			if tt.status != nil {
+				cpe := &v1alpha1.ControlPlaneEtcd{}
+				g.Expect(guard.Client.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "c"}, cpe)).To(Succeed())
+				cpe.Status = *tt.status
+				g.Expect(guard.Writer.(client.Client).Update(context.Background(), cpe)).To(Succeed())
+			}
 			m := machine("m-cp-0", "cp-0", tt.skip)
 
 			resp := guard.Handle(context.Background(), deleteRequest(g, m, tt.dryRun))

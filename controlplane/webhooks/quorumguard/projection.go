@@ -46,8 +46,7 @@ func (g *Guard) project(d deletion, all []clusterv1.Machine, underWay []*cluster
 			return denied(cpe, v1alpha1.EventDeletionRefusedLastMember, lastMemberMessage(m, cluster, along,
 				fmt.Sprintf("etcd could not be observed (%v), and every other %s is being deleted", err, others)))
 		}
-		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedEtcdUnobserved,
-			fmt.Sprintf("etcd of Cluster %s could not be observed (%v); deleting Machine %s%s may lose etcd quorum", cluster.Name, err, m.Name, along))
+		return unobserved(d, underWay, err)
 	}
 	now := time.Now()
 	going := make([]etcd.Machine, 0, len(underWay)+1)
@@ -81,6 +80,46 @@ func (g *Guard) project(d deletion, all []clusterv1.Machine, underWay []*cluster
 	return denied(cpe, v1alpha1.EventDeletionRefused, fmt.Sprintf(
 		"deleting Machine %s would lose etcd quorum of Cluster %s (%s)%s: %s; members not healthy: %s. %s, or set annotation %s=%s on the Machine to delete it anyway",
 		m.Name, cluster.Name, verdict.Reason, along, verdict.Message, unhealthyMembers(snap, now), fix, v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
+}
+
+// unobserved decides a deletion when etcd could not be observed (err), on the members the
+// ControlPlaneEtcd's status last recorded (assessLastObservation).
+func unobserved(d deletion, underWay []*clusterv1.Machine, err error) outcome {
+	cluster, cpe, m := d.cluster, d.cpe, d.m
+	going := []string{m.Name}
+	for _, u := range underWay {
+		going = append(going, u.Name)
+	}
+	cause := etcd.SanitizeText(err.Error(), etcd.MaxTextBytes)
+	last := assessLastObservation(cpe.Status, going)
+	switch {
+	case !last.observed:
+		// Note: a Cluster whose etcd was never observed has nothing to decide on (a first
+		// control-plane Machine that failed to provision, whose remediation must not wait), so the
+		// deletion goes through with a warning; the hook still removes a member only when safe.
+		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedEtcdUnobserved, fmt.Sprintf(
+			"etcd of Cluster %s could not be observed (%s), and etcd-adapter has no earlier observation of it; deleting Machine %s%s may lose etcd quorum",
+			cluster.Name, cause, m.Name, alongWith(underWay)))
+	case last.quorum == etcd.QuorumHolds:
+		return allowedWithWarning(cpe, v1alpha1.EventDeletionAllowedEtcdUnobserved, fmt.Sprintf(
+			"etcd of Cluster %s could not be observed (%s); deleting Machine %s%s keeps etcd quorum only as etcd was last observed (members last seen unhealthy: %s), and may lose it",
+			cluster.Name, cause, m.Name, alongWith(underWay), orNone(last.unhealthy)))
+	}
+	stopping := "its member stops"
+	if len(underWay) > 0 {
+		stopping = "its member and those of the deletions under way stop"
+	}
+	return denied(cpe, v1alpha1.EventDeletionRefusedHealthUnknown, fmt.Sprintf(
+		"deleting Machine %s of Cluster %s cannot be shown to keep etcd quorum (%s)%s: etcd could not be observed (%s); as it was last observed (status.members of ControlPlaneEtcd %s), it would not keep quorum (%s) once %s; members last seen unhealthy: %s. A stacked etcd that lost quorum cannot be observed: bring its members back first, or set annotation %s=%s on the Machine to delete it anyway",
+		m.Name, cluster.Name, v1alpha1.MemberRemovalHealthUnknownReason, alongWith(underWay), cause, cpe.Name, last.quorum, stopping,
+		orNone(last.unhealthy), v1alpha1.SkipQuorumGuardAnnotation, v1alpha1.AnnotationTrue))
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 func lastMemberMessage(m *clusterv1.Machine, cluster *clusterv1.Cluster, along, why string) string {
@@ -136,8 +175,5 @@ func unhealthyMembers(s *etcd.Snapshot, now time.Time) string {
 			out = append(out, fmt.Sprintf("%s (%s: %s)", mh.Member, mh.Health, mh.Message))
 		}
 	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ", ")
+	return orNone(out)
 }
