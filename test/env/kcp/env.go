@@ -39,9 +39,14 @@ type Options struct {
 	// ClusterConfiguration, e.g. ControlPlaneKubeletLocalMode false for a join that registers
 	// the Node before it adds the etcd learner (see workload.JoinNodeFirst).
 	KubeadmFeatureGates map[string]bool
-	// EtcdStartDelay is how long the etcd static Pod of a Node-first join takes to start once
-	// the learner was added and the Machine has its nodeRef, as when the kubelet pulls etcd's
-	// image; zero starts it at once.
+	// EtcdStartDelay is how long the etcd static Pod of a Node-first join takes to start after
+	// kubeadm added the learner, as when the kubelet pulls etcd's image; it starts no sooner than
+	// the Machine has its nodeRef. Zero starts it then.
+	//
+	// Important! KCP v1.14.2 removes a learner with no name itself once its Node is 20 s old
+	// (etcdMemberStartupGracePeriod, kubeadmcontrolplane_controller.go reconcileEtcdMembers),
+	// whenever it reconciles with EtcdClusterHealthy not True: a delay near that loses the
+	// learner to KCP, not to etcd-adapter.
 	EtcdStartDelay time.Duration
 }
 

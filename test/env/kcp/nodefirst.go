@@ -57,9 +57,9 @@ func (w *workloadCluster) joinNodeFirst(ctx context.Context, nodeName, providerI
 // CreateStackedEtcdStaticPodManifestFile) adds the learner (MemberAddAsLearner), which etcd
 // lists with its peer URL and no name, and writes the etcd static Pod's manifest; the learner
 // starts only once the kubelet pulled etcd's image and ran the Pod, which can take minutes.
-// The harness waits for the Machine's nodeRef and then Options.EtcdStartDelay, so that
-// etcd-adapter sees the learner not started on a bound Machine's Node for as long; then the
-// learner starts and kubeadm promotes it (MemberPromote). A join set to fail (FailNextJoin)
+// The harness starts it Options.EtcdStartDelay after it was added, and not before the Machine
+// has its nodeRef, so that etcd-adapter sees the learner not started on a bound Machine's Node
+// for that long; then kubeadm promotes it (MemberPromote). A join set to fail (FailNextJoin)
 // leaves a learner on the Node's address that never starts.
 func (w *workloadCluster) controlPlaneJoin(ctx context.Context, nodeName, ip string, bound boundFunc) error {
 	c, fail, err := w.joiningEtcd(nodeName)
@@ -75,7 +75,7 @@ func (w *workloadCluster) controlPlaneJoin(ctx context.Context, nodeName, ip str
 		return fmt.Errorf("failed to add the etcd learner of Node %s: %w", nodeName, err)
 	}
 	w.recordJoinStep(nodeName, workload.JoinLearnerAdded)
-	if err := waitPulled(ctx, nodeName, bound, w.etcdStartDelay); err != nil {
+	if err := waitPulled(ctx, nodeName, bound, time.Now().Add(w.etcdStartDelay)); err != nil {
 		return err
 	}
 	if err := c.StartLearner(ctx, m); err != nil {
@@ -89,15 +89,15 @@ func (w *workloadCluster) controlPlaneJoin(ctx context.Context, nodeName, ip str
 	return w.attachMember(ctx, nodeName, m)
 }
 
-// waitPulled waits until the Machine has its nodeRef and then for delay, the etcd image pull.
-func waitPulled(ctx context.Context, nodeName string, bound boundFunc, delay time.Duration) error {
+// waitPulled waits until the Machine has its nodeRef and the etcd image pull is over (pulled).
+func waitPulled(ctx context.Context, nodeName string, bound boundFunc, pulled time.Time) error {
 	if err := wait.PollUntilContextCancel(ctx, nodeRefPoll, true, wait.ConditionWithContextFunc(bound)); err != nil {
 		return fmt.Errorf("failed to wait for the nodeRef of the Machine of Node %s: %w", nodeName, err)
 	}
 	select {
 	case <-ctx.Done():
 		return fmt.Errorf("failed to wait for the etcd image pull on Node %s: %w", nodeName, context.Cause(ctx))
-	case <-time.After(delay):
+	case <-time.After(time.Until(pulled)):
 		return nil
 	}
 }
