@@ -24,6 +24,16 @@ import (
 // (beta, on by default) and still lets it be turned off; from v1.36 it is GA and cannot.
 const nodeFirstVersion = "v1.35.3"
 
+// joinObservationInterval is the ControlPlaneEtcd's spec.observationInterval in this test: a
+// pass at least every 2 s besides those on Machine and Node events.
+const joinObservationInterval = 2 * time.Second
+
+// etcdPull is how long a joining Node's etcd takes to start after its learner was added (the
+// image pull): six observation intervals, yet below KCP v1.14.2's own grace for a learner with
+// no name (20 s from the Node's creation, see kcpenv.Options.EtcdStartDelay), so that a
+// learner lost is lost to etcd-adapter.
+const etcdPull = 6 * joinObservationInterval
+
 // TestKCPJoinNodeFirst runs KubeadmControlPlane v1.14.2 for Kubernetes v1.35 with kubeadm's
 // ControlPlaneKubeletLocalMode turned off in its ClusterConfiguration, and etcd-adapter's
 // ControlPlaneEtcd in Manage mode, so its ghost-member cleanup runs while KCP joins Machines.
@@ -34,8 +44,17 @@ const nodeFirstVersion = "v1.35.3"
 // control-plane-join, which adds the learner, starts etcd and promotes it. The harness reads
 // the gate from the kubeadm-config ConfigMap, as kubeadm join does, and plays that order.
 //
+// Each joining Node has an address of its own, which its learner's peer URL uses, as kubeadm
+// advertises the Node's address; the learner is added not started, and starts etcdPull later
+// (the etcd image pull) and not before its Machine has its nodeRef: several of etcd-adapter's
+// passes (spec.observationInterval, and every Machine event) see it not started on a bound
+// Machine's Node, the window in which a rule that takes every not-started member for a ghost
+// once every Machine is bound removes it.
+//
 // KCP scales 1->3 and then remediates a Machine a MachineHealthCheck marked, which deletes it
-// and joins a new one. Each join plays Node first; etcd's member list ends with exactly the
+// and joins a new one. Each join plays Node first; from etcd itself, each joining learner is
+// listed not started on its Node's address, never removed, and promoted, while the
+// ControlPlaneEtcd says WaitingForMemberJoin; etcd's member list ends with exactly the
 // Machines' members; etcd-adapter never removes a joining member (no GhostMemberRemoved Event,
 // no member lost but the remediated Machine's).
 func TestKCPJoinNodeFirst(t *testing.T) {
@@ -47,6 +66,7 @@ func TestKCPJoinNodeFirst(t *testing.T) {
 		EtcdAdapter:         true,
 		KubernetesVersion:   nodeFirstVersion,
 		KubeadmFeatureGates: map[string]bool{"ControlPlaneKubeletLocalMode": false},
+		EtcdStartDelay:      etcdPull,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(e.Stop()).To(Succeed()) })
@@ -57,12 +77,16 @@ func TestKCPJoinNodeFirst(t *testing.T) {
 	expectGateOff(ctx, g, e)
 	o := &observer{e: e}
 	manageControlPlaneEtcd(ctx, g, o)
+	setObservationInterval(ctx, g, o, joinObservationInterval)
 	members := startMembershipLog(ctx, g, e)
 	defer members.stop()
+	joins := startJoinWatch(ctx, o)
+	defer joins.stop()
 	fmt.Printf("[node first] 1 replica Available, ControlPlaneEtcd in Manage after %v\n", time.Since(start).Round(time.Millisecond))
 
-	joined := scaleUpNodeFirst(ctx, g, o, members)
+	joined := scaleUpNodeFirst(ctx, g, o, members, joins)
 	expectNodeFirst(g, e, joined)
+	expectJoinsFromEtcd(ctx, g, e, joins, joined)
 	expectNoGhostRemoval(ctx, g, e)
 
 	mhc := createMachineHealthCheck(ctx, g, e)
@@ -75,6 +99,7 @@ func TestKCPJoinNodeFirst(t *testing.T) {
 	replacement := without(o.machineNames(ctx, g), before)
 	g.Expect(replacement).To(HaveLen(1))
 	expectNodeFirst(g, e, replacement)
+	expectJoinsFromEtcd(ctx, g, e, joins, replacement)
 	expectNoGhostRemoval(ctx, g, e)
 	fmt.Printf("TestKCPJoinNodeFirst took %v\n", time.Since(start).Round(time.Millisecond))
 }
@@ -95,10 +120,18 @@ func expectGateOff(ctx context.Context, g Gomega, e *kcpenv.Env) {
 
 // scaleUpNodeFirst scales KCP 1->3 and waits until it is done; etcd then lists exactly the
 // Machines' members and lost none on the way. It returns the Machines KCP added.
-func scaleUpNodeFirst(ctx context.Context, g Gomega, o *observer, members *membershipLog) []string {
+func scaleUpNodeFirst(ctx context.Context, g Gomega, o *observer, members *membershipLog, joins *joinWatch) []string {
 	before := o.machineNames(ctx, g)
 	start := time.Now()
 	updateKCP(ctx, g, o.e, func(kcp *controlplanev1.KubeadmControlPlane) { kcp.Spec.Replicas = ptr.To[int32](3) })
+	g.Eventually(func(g Gomega) {
+		ms := o.machineNames(ctx, g)
+		expectJoinsRunning(o.e, joins, ms)
+		g.Expect(ms).To(HaveLen(3))
+		for _, m := range without(ms, before) {
+			g.Expect(o.e.JoinSteps(m)).To(Equal(workload.JoinNodeFirst.Steps()), "join of Machine %s", m)
+		}
+	}).WithTimeout(2*waitTimeout).WithPolling(250*time.Millisecond).Should(Succeed(), func() string { return dump(ctx, o.e) + adapterProgress(ctx, o) })
 	g.Eventually(func(g Gomega) {
 		kcp := waitAvailable(ctx, g, o.e, 3)
 		g.Expect(kcp.Status.ObservedGeneration).To(Equal(kcp.Generation))
@@ -136,4 +169,14 @@ func expectNoGhostRemoval(ctx context.Context, g Gomega, e *kcpenv.Env) {
 	for _, ev := range list.Items {
 		g.Expect(ev.Reason).NotTo(Equal(v1alpha1.EventGhostMemberRemoved), "Event on %s %s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Message)
 	}
+}
+
+// setObservationInterval sets the ControlPlaneEtcd's spec.observationInterval.
+func setObservationInterval(ctx context.Context, g Gomega, o *observer, d time.Duration) {
+	cpe, err := o.controlPlaneEtcd(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cpe).NotTo(BeNil())
+	patch := client.MergeFrom(cpe.DeepCopy())
+	cpe.Spec.ObservationInterval = &metav1.Duration{Duration: d}
+	g.Expect(o.e.Management.Client.Patch(ctx, cpe, patch)).To(Succeed())
 }

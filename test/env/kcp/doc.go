@@ -7,7 +7,10 @@
 // cloud-config) and does what it says. `kubeadm init` starts a one-member TLS etcd cluster with
 // the etcd CA from the bootstrap data and uploads kubeadm-config (the ClusterConfiguration from
 // the bootstrap data), kubelet-config, CoreDNS and kube-proxy; `kubeadm join` adds a learner,
-// starts it and promotes it. Each Machine's Node is registered with its providerID and
+// starts it and promotes it, in the order the cluster's kubeadm gate gives: without
+// ControlPlaneKubeletLocalMode the Node (on a loopback address of its own) registers first and
+// the learner starts only once the Machine has its nodeRef and Options.EtcdStartDelay passed.
+// Each Machine's Node is registered with its providerID and
 // kubeadm's control-plane label and taint, a kubelet stand-in serves port-forward to the etcd
 // Pod (2379, the member) and to the kube-apiserver Pod (6443, the workload apiserver), and the
 // four static-Pod mirrors KCP inspects exist. Deleting a TestMachine powers its host off.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,15 @@ type Options struct {
 	// ClusterConfiguration, e.g. ControlPlaneKubeletLocalMode false for a join that registers
 	// the Node before it adds the etcd learner (see workload.JoinNodeFirst).
 	KubeadmFeatureGates map[string]bool
+	// EtcdStartDelay is how long the etcd static Pod of a Node-first join takes to start after
+	// kubeadm added the learner, as when the kubelet pulls etcd's image; it starts no sooner than
+	// the Machine has its nodeRef. Zero starts it then.
+	//
+	// Important! KCP v1.14.2 removes a learner with no name itself once its Node is 20 s old
+	// (etcdMemberStartupGracePeriod, kubeadmcontrolplane_controller.go reconcileEtcdMembers),
+	// whenever it reconciles with EtcdClusterHealthy not True: a delay near that loses the
+	// learner to KCP, not to etcd-adapter.
+	EtcdStartDelay time.Duration
 }
 
 // Env is a management cluster running Cluster API's Cluster, Machine and MachineHealthCheck
@@ -77,7 +87,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if e.workloadAPI, err = startWorkloadAPIServer(ca); err != nil {
 		return nil, err
 	}
-	e.workload = newWorkloadCluster(e.workloadAPI, opts.KubernetesVersion)
+	e.workload = newWorkloadCluster(e.workloadAPI, opts.KubernetesVersion, opts.EtcdStartDelay)
 	if e.Management, err = startManagementAPIServer(opts.EtcdAdapter); err != nil {
 		return nil, err
 	}
@@ -213,6 +223,10 @@ func (e *Env) PersonClient() client.Client { return e.person }
 func (e *Env) JoinSteps(machineName string) []workload.JoinStep {
 	return e.workload.joinSteps(machineName)
 }
+
+// JoinError returns what the Machine's Node-first join (see Options.EtcdStartDelay) failed
+// with, after kubelet-start; nil while it runs, once it completed, or for another join.
+func (e *Env) JoinError(machineName string) error { return e.workload.joinError(machineName) }
 
 // GuardDecisions returns every answer the quorum guard gave to a Machine DELETE so far, in order
 // (only with Options.EtcdAdapter).

@@ -80,7 +80,7 @@ func (p *provisioner) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	providerID := ProviderIDPrefix + tm.GetName()
-	if err := p.workload.provision(ctx, tm.GetName(), providerID, bd); err != nil {
+	if err := p.workload.provision(ctx, tm.GetName(), providerID, bd, p.bound(tm)); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, p.markProvisioned(ctx, tm, providerID)
@@ -106,6 +106,18 @@ func (p *provisioner) bootstrapData(ctx context.Context, tm *unstructured.Unstru
 		return nil, fmt.Errorf("failed to get the bootstrap data of Machine %s: %w", owner, err)
 	}
 	return parseBootstrapData(s.Data["value"])
+}
+
+// bound reports whether Cluster API set the nodeRef of the TestMachine's Machine.
+func (p *provisioner) bound(tm *unstructured.Unstructured) boundFunc {
+	key := client.ObjectKey{Namespace: tm.GetNamespace(), Name: ownerMachineName(tm)}
+	return func(ctx context.Context) (bool, error) {
+		m := &clusterv1.Machine{}
+		if err := p.client.Get(ctx, key, m); err != nil {
+			return false, fmt.Errorf("failed to get Machine %s: %w", key, err)
+		}
+		return m.Status.NodeRef.IsDefined(), nil
+	}
 }
 
 func ownerMachineName(tm *unstructured.Unstructured) string {

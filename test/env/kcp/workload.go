@@ -34,18 +34,25 @@ type workloadCluster struct {
 	api            *workloadAPIServer
 	kubeletVersion string
 
+	// etcdStartDelay is how long a Node-first join's etcd takes to start once its Machine has
+	// its nodeRef (Options.EtcdStartDelay).
+	etcdStartDelay time.Duration
+
 	mu           sync.Mutex
 	etcd         *etcdcluster.Cluster
 	kubelets     map[string]*kubelet.Kubelet
 	guards       map[string]*memberGuard
 	joins        map[string][]workload.JoinStep
+	nodeFirst    map[string]*nodeFirstJoin
+	ips          int
 	failNextJoin bool
 }
 
-func newWorkloadCluster(api *workloadAPIServer, kubeletVersion string) *workloadCluster {
+func newWorkloadCluster(api *workloadAPIServer, kubeletVersion string, etcdStartDelay time.Duration) *workloadCluster {
 	return &workloadCluster{
-		api: api, kubeletVersion: kubeletVersion,
+		api: api, kubeletVersion: kubeletVersion, etcdStartDelay: etcdStartDelay,
 		kubelets: map[string]*kubelet.Kubelet{}, guards: map[string]*memberGuard{}, joins: map[string][]workload.JoinStep{},
+		nodeFirst: map[string]*nodeFirstJoin{},
 	}
 }
 
@@ -53,8 +60,9 @@ func newWorkloadCluster(api *workloadAPIServer, kubeletVersion string) *workload
 // one-member etcd cluster and uploads kubeadm's objects; `kubeadm join` adds a learner, starts
 // it and promotes it. The Node registers (providerID set) and its static Pods appear after the
 // member started, except for a join without ControlPlaneKubeletLocalMode, whose Node registers
-// first (joinNodeFirst). A Node already provisioned is left alone.
-func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID string, bd *bootstrapData) error {
+// first and whose etcd joins once bound says the Machine has its nodeRef (joinNodeFirst). A
+// Node already provisioned is left alone.
+func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID string, bd *bootstrapData, bound boundFunc) error {
 	if w.kubelet(nodeName) != nil {
 		return nil
 	}
@@ -64,7 +72,7 @@ func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID st
 			return err
 		}
 		if order == workload.JoinNodeFirst {
-			return w.joinNodeFirst(ctx, nodeName, providerID, bd)
+			return w.joinNodeFirst(ctx, nodeName, providerID, bound)
 		}
 	}
 	member, err := w.startMember(ctx, nodeName, bd)
@@ -84,27 +92,10 @@ func (w *workloadCluster) provision(ctx context.Context, nodeName, providerID st
 	return w.startNode(ctx, nodeName, providerID, member)
 }
 
-// joinNodeFirst plays `kubeadm join --control-plane` without ControlPlaneKubeletLocalMode:
-// kubelet-start waits for the kubelet's TLS bootstrap, so the Node registers; then
-// control-plane-join adds the etcd learner, starts it and promotes it, and the kubelet runs the
-// static Pods (see workload.JoinNodeFirst). A join set to fail (FailNextJoin) leaves the
-// registered Node with a learner that never starts.
-func (w *workloadCluster) joinNodeFirst(ctx context.Context, nodeName, providerID string, bd *bootstrapData) error {
-	if err := w.startKubelet(ctx, nodeName, providerID); err != nil {
-		return err
-	}
-	w.recordJoinStep(nodeName, workload.JoinNodeRegistered)
-	member, err := w.startMember(ctx, nodeName, bd)
-	if err != nil || member == nil {
-		return err
-	}
-	return w.attachMember(ctx, nodeName, member)
-}
-
 // joinNode ends `kubeadm join --control-plane` with ControlPlaneKubeletLocalMode: the member
 // runs, so the kubelet registers the Node (see workload.JoinEtcdFirst).
 func (w *workloadCluster) joinNode(ctx context.Context, nodeName, providerID string, member *etcdcluster.Member) error {
-	if err := w.startKubelet(ctx, nodeName, providerID); err != nil {
+	if err := w.startKubelet(ctx, nodeName, providerID, ""); err != nil {
 		return err
 	}
 	w.recordJoinStep(nodeName, workload.JoinNodeRegistered)
@@ -131,12 +122,9 @@ func (w *workloadCluster) startMember(ctx context.Context, nodeName string, bd *
 	if bd.Init {
 		return w.initEtcd(ctx, nodeName, bd)
 	}
-	w.mu.Lock()
-	c, fail := w.etcd, w.failNextJoin
-	w.failNextJoin = false
-	w.mu.Unlock()
-	if c == nil {
-		return nil, fmt.Errorf("failed to join Node %s: no Machine ran kubeadm init yet", nodeName)
+	c, fail, err := w.joiningEtcd(nodeName)
+	if err != nil {
+		return nil, err
 	}
 	if fail {
 		_, _, err := c.AddGhostLearner(ctx)
@@ -181,16 +169,17 @@ func (w *workloadCluster) initEtcd(ctx context.Context, nodeName string, bd *boo
 // startNode registers the control-plane Node, starts its kubelet stand-in and attaches the
 // member.
 func (w *workloadCluster) startNode(ctx context.Context, nodeName, providerID string, member *etcdcluster.Member) error {
-	if err := w.startKubelet(ctx, nodeName, providerID); err != nil {
+	if err := w.startKubelet(ctx, nodeName, providerID, ""); err != nil {
 		return err
 	}
 	return w.attachMember(ctx, nodeName, member)
 }
 
-// startKubelet registers the control-plane Node and starts its kubelet stand-in, reporting
-// the version KCP was asked for, forwarding the kube-apiserver Pod's 6443 to the apiserver; the
-// etcd Pod's 2379 goes nowhere until attachMember.
-func (w *workloadCluster) startKubelet(ctx context.Context, nodeName, providerID string) error {
+// startKubelet registers the control-plane Node with InternalIP ip (empty: kubelet.NodeIP) and
+// starts its kubelet stand-in, reporting the version KCP was asked for, forwarding the
+// kube-apiserver Pod's 6443 to the apiserver; the etcd Pod's 2379 goes nowhere until
+// attachMember.
+func (w *workloadCluster) startKubelet(ctx context.Context, nodeName, providerID, ip string) error {
 	if err := w.registerNode(ctx, nodeName, providerID); err != nil {
 		return err
 	}
@@ -200,7 +189,7 @@ func (w *workloadCluster) startKubelet(ctx context.Context, nodeName, providerID
 		return err
 	}
 	kl, err := kubelet.Start(ctx, kubelet.Options{
-		NodeName: nodeName, Config: w.api.Config, ProviderID: providerID, KubeletVersion: w.kubeletVersion,
+		NodeName: nodeName, Config: w.api.Config, ProviderID: providerID, KubeletVersion: w.kubeletVersion, NodeIP: ip,
 		Targets:           map[int32]string{apiServerPort: apiAddr},
 		HeartbeatInterval: heartbeatInterval, PodSyncInterval: podSyncInterval,
 	})
@@ -269,9 +258,11 @@ func pressureConditions() []corev1.NodeCondition {
 	return cs
 }
 
-// release stops what the Machine's host ran: its kubelet stand-in, its etcd member (as a
-// powered-off machine would, without leaving the cluster) and its mirror Pods.
+// release stops what the Machine's host ran: its join if it still runs, its kubelet stand-in,
+// its etcd member (as a powered-off machine would, without leaving the cluster) and its mirror
+// Pods.
 func (w *workloadCluster) release(ctx context.Context, nodeName string) error {
+	w.stopJoin(nodeName)
 	w.mu.Lock()
 	kl, guard, c := w.kubelets[nodeName], w.guards[nodeName], w.etcd
 	delete(w.kubelets, nodeName)
@@ -319,6 +310,7 @@ func (w *workloadCluster) etcdCluster() *etcdcluster.Cluster {
 //
 // Note: nothing is stopped under w.mu, because a memberGuard's watch takes it (members).
 func (w *workloadCluster) close() error {
+	w.stopJoins()
 	w.mu.Lock()
 	kubelets, guards, c := w.kubelets, w.guards, w.etcd
 	w.kubelets, w.guards = map[string]*kubelet.Kubelet{}, map[string]*memberGuard{}
