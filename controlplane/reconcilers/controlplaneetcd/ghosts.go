@@ -175,9 +175,11 @@ func (s *scope) scanGhosts() ghostScan {
 // the etcd learner (MemberAddAsLearner), which has no name until its static Pod starts, after an
 // image pull that can take minutes (k8s.io/kubernetes v1.32 cmd/kubeadm/app/cmd/phases/join
 // kubelet.go, controlplanejoin.go). So one placed on a Node that exists, whose Machine (if any)
-// is not being deleted, is given joinTimeout from firstSeen to start, as KCP ignores a member
-// with an empty name (cluster-api v1.14 controlplane/kubeadm/pkg/workload_cluster_etcd.go). Once
-// that passed, kubeadm has given up on it and failed the join: it is a ghost. One on no Node, or
+// is not being deleted, is given joinTimeout from firstSeen to start. Once that passed, kubeadm
+// has given up on it and failed the join: it is a ghost. (KCP v1.14 waits less: it removes a
+// member without a name once its Node is 20 s old while EtcdClusterHealthy is not True,
+// etcdMemberStartupGracePeriod in controlplane/kubeadm/reconcilers/kubeadmcontrolplane
+// kubeadmcontrolplane_controller.go.) One on no Node, or
 // on a deleting Machine's Node, is a ghost at once.
 func joinVerdict(m etcd.Member, host *clusterv1.Machine, machines []etcd.Machine, firstSeen, now time.Time, joinTimeout time.Duration) (ghost bool, until time.Time) {
 	if m.Started() {
