@@ -345,6 +345,11 @@ const (
 	// removal (ReleaseHookAnnotation, or SkipQuorumGuardAnnotation on the last member's Machine);
 	// the message names the annotation and the field manager that set it (Warning).
 	EventHookReleasedByAnnotation = "HookReleasedByAnnotation"
+	// EventHookRemovedByHand: the hook left a Machine whose member's removal was under way
+	// without etcd-adapter releasing it: a person allowed the override (or another controller)
+	// took it off, or removed the Machine's finalizer. Who is not known: taking an annotation off
+	// leaves no field manager of it (Warning).
+	EventHookRemovedByHand = "HookRemovedByHand"
 	// EventLeaderMoved: leadership moved off the leaving member.
 	EventLeaderMoved = "LeaderMoved"
 	// EventGhostMemberRemoved: a member with no Machine was removed.

@@ -1,6 +1,7 @@
 package k3s
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -36,6 +37,21 @@ func TestTrimNode(t *testing.T) {
 		n.Status.NodeInfo.OSImage = "K3s"
 		return n
 	}
+	// hostile adds what a workload cluster's admins may write to a Node: owner references,
+	// finalizers, many annotations under the K3s, RKE2 and etcd-adapter prefixes, many
+	// conditions and a second EtcdIsVoter condition.
+	hostile := func(n *corev1.Node) *corev1.Node {
+		n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
+		n.Finalizers = []string{"example.com/hold"}
+		for i := range 100 {
+			for _, prefix := range []string{"etcd.k3s.cattle.io/", "etcd.rke2.cattle.io/", "etcd-adapter.cluster.x-k8s.io/"} {
+				n.Annotations[fmt.Sprintf("%sx-%d", prefix, i)] = "true"
+			}
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeConditionType(fmt.Sprintf("X%d", i)), Message: "m"})
+		}
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: EtcdIsVoterCondition, Status: corev1.ConditionFalse})
+		return n
+	}
 	tests := []struct {
 		name string
 		in   any
@@ -43,6 +59,7 @@ func TestTrimNode(t *testing.T) {
 	}{
 		{name: "A Node keeps its metadata, unschedulable, provider ID, conditions and kubelet version, and loses the rest", in: full(), want: kept()},
 		{name: "A trimmed Node trimmed again stays as it is", in: kept(), want: kept()},
+		{name: "A Node keeps only the annotations and conditions the backend reads, the first of each condition type", in: hostile(kept()), want: kept()},
 		{name: "An object that is not a Node is returned unchanged", in: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, want: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}},
 	}
 	for _, tt := range tests {

@@ -50,7 +50,9 @@ func TestBackend_hostileNodes(t *testing.T) {
 	api, err := env.StartAPIServer(env.APIServerOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = api.Stop() })
-	createHostileNodes(ctx, g, api)
+	createHostileNodes(ctx, g, api, hostileNodes, func(n *corev1.Node) {
+		n.Annotations["hostile.example.com/blob"] = strings.Repeat("x", hostileAnnotationBytes)
+	})
 	hostile, err := k3s.New(k3s.Config{Client: api.Client})
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -73,27 +75,89 @@ func TestBackend_hostileNodes(t *testing.T) {
 	runtime.KeepAlive(hostile)
 }
 
-// createHostileNodes creates hostileNodes etcd-labelled Nodes, a few at a time.
-func createHostileNodes(ctx context.Context, g Gomega, api *env.APIServer) {
-	big := strings.Repeat("x", hostileAnnotationBytes)
+// TestBackend_hostileNodesCached plays the same kind of workload cluster through the backend's
+// Node cache (k3s.Start: an informer with k3s.NodeCacheOptions, as the manager's ClusterCache
+// has): each of its etcd-labelled Nodes carries many annotations under K3s's, RKE2's and
+// etcd-adapter's prefixes, many conditions, owner references and finalizers. The cache keeps
+// only what TrimNode keeps of each, so the heap it holds grows by far less than the Nodes weigh,
+// and a read through the cache (RemoveMember reads the cache first) is etcd.ErrTooLarge.
+func TestBackend_hostileNodesCached(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	api, err := env.StartAPIServer(env.APIServerOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = api.Stop() })
+	createHostileNodes(ctx, g, api, hostileCachedNodes, addKeptLookalikes)
+
+	before := heapInuse()
+	b, err := k3s.Start(ctx, api.Config, k3s.Config{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(b.Stop)
+	after := heapInuse()
+	grown := int64(after) - int64(before)
+	t.Logf("heap in use: %d MiB before, %d MiB after the Node cache synced %d etcd Nodes of %d KiB each (%+d KiB)",
+		before>>20, after>>20, hostileCachedNodes, hostileCachedNodeBytes>>10, grown>>10)
+	// The Nodes weigh hostileCachedNodes x hostileCachedNodeBytes (about 44 MiB); trimmed, about
+	// a KiB each.
+	g.Expect(grown).To(BeNumerically("<", 16<<20), "the Node cache holds %d MiB", grown>>20)
+
+	_, err = b.RemoveMember(ctx, etcd.Member{Name: "hostile-0000-0123abcd", NodeName: "hostile-0000"})
+	g.Expect(err).To(MatchError(etcd.ErrTooLarge))
+	g.Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("more than %d Nodes labelled", etcd.MaxMembers)))
+	runtime.KeepAlive(b)
+}
+
+// hostileCachedNodes is how many etcd-labelled Nodes TestBackend_hostileNodesCached's
+// workload cluster has, and hostileCachedNodeBytes about what addKeptLookalikes adds to each.
+const (
+	hostileCachedNodes     = 1500
+	hostileCachedNodeBytes = 3*32*(32+maxKeptValueBytes) + 16*512
+	maxKeptValueBytes      = 200
+)
+
+// addKeptLookalikes adds what TrimNode might keep if it went by prefix or kept every
+// condition: 32 annotations under each of K3s's, RKE2's and etcd-adapter's prefixes (values
+// shorter than TrimNode's length bound), 16 conditions with 512-byte messages, an owner
+// reference and a finalizer.
+func addKeptLookalikes(n *corev1.Node) {
+	v := strings.Repeat("v", maxKeptValueBytes)
+	for i := range 32 {
+		for _, prefix := range []string{"etcd.k3s.cattle.io/", "etcd.rke2.cattle.io/", "etcd-adapter.cluster.x-k8s.io/"} {
+			n.Annotations[fmt.Sprintf("%shostile-%02d", prefix, i)] = v
+		}
+	}
+	for i := range 16 {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
+			Type: corev1.NodeConditionType(fmt.Sprintf("Hostile%02d", i)), Status: corev1.ConditionTrue, Message: strings.Repeat("m", 512),
+		})
+	}
+	n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "hostile", UID: "0123"}}
+	n.Finalizers = []string{"hostile.example.com/hold"}
+}
+
+// createHostileNodes creates count etcd-labelled Nodes carrying K3s's node-name annotation and
+// what mutate adds, a few at a time.
+func createHostileNodes(ctx context.Context, g Gomega, api *env.APIServer, count int, mutate func(*corev1.Node)) {
 	work := make(chan int)
 	var wg sync.WaitGroup
-	errs := make(chan error, hostileNodes)
+	errs := make(chan error, count)
 	for range 8 {
 		wg.Go(func() {
 			for i := range work {
 				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 					Name:        fmt.Sprintf("hostile-%04d", i),
 					Labels:      map[string]string{k3s.EtcdRoleLabel: "true"},
-					Annotations: map[string]string{"hostile.example.com/blob": big, k3s.KeysFor("k3s").NodeName: fmt.Sprintf("hostile-%04d-0123abcd", i)},
+					Annotations: map[string]string{k3s.KeysFor("k3s").NodeName: fmt.Sprintf("hostile-%04d-0123abcd", i)},
 				}}
+				mutate(n)
 				if err := api.Client.Create(ctx, n); err != nil {
 					errs <- err
 				}
 			}
 		})
 	}
-	for i := range hostileNodes {
+	for i := range count {
 		work <- i
 	}
 	close(work)
@@ -127,8 +191,8 @@ func TestTrimNode_bounds(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	trimmed := out.(*corev1.Node)
 	g.Expect(trimmed.Labels).To(Equal(map[string]string{k3s.EtcdRoleLabel: "true"}))
-	g.Expect(trimmed.Annotations).To(Equal(map[string]string{keys.NodeName: "cp-0-0123abcd", v1alpha1.ReleaseHookAnnotation: "true"}),
-		"foreign annotations and over-long values are dropped")
+	g.Expect(trimmed.Annotations).To(Equal(map[string]string{keys.NodeName: "cp-0-0123abcd"}),
+		"foreign annotations, etcd-adapter annotations the backend does not read, and over-long values are dropped")
 	msg := trimmed.Status.Conditions[0].Message
 	g.Expect(len(msg)).To(BeNumerically("<=", etcd.MaxTextBytes))
 	g.Expect(msg).To(HavePrefix("etcd status check failed * Member cp-1: healthy [0m"), "one line: no forged line, no escape character")

@@ -18,6 +18,9 @@ import (
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -144,9 +147,12 @@ func TestOptions_AddFlags(t *testing.T) {
 
 // TestRun runs the manager as its ServiceAccount would, with nothing but the generated RBAC
 // (config/rbac: the ClusterRole from the markers and the leader-election Role), leader election
-// on and its webhook served as the management apiserver calls it. It checks /healthz, /readyz and
-// /metrics, that a Cluster gets its ControlPlaneEtcd with a status, and that cancelling the
-// context shuts the manager down without error (and releases the Lease).
+// on, its webhook served as the management apiserver calls it and its metrics as deployed (TLS,
+// GET /metrics authorized by SubjectAccessReview). It checks /healthz, /readyz, that neither the
+// webhook nor the metrics server speaks HTTP/2, /metrics scraped with the token of an identity
+// bound to the metrics-reader ClusterRole, that a Cluster gets its ControlPlaneEtcd with a
+// status, and that cancelling the context shuts the manager down without error (and releases
+// the Lease).
 func TestRun(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -158,6 +164,8 @@ func TestRun(t *testing.T) {
 
 	o, health, diagnostics := testOptions(g)
 	o.LeaderElection, o.LeaderElectionNamespace = true, ns
+	o.Diagnostics.InsecureDiagnostics = false
+	scrape := metricsScraper(ctx, g, ns)
 	wh := mgmt.WebhookInstallOptions()
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
 	runCtx, stop := context.WithCancel(ctx)
@@ -167,6 +175,11 @@ func TestRun(t *testing.T) {
 	g.Eventually(func() (int, error) { return statusOf("http://" + health + "/readyz") }).WithTimeout(time.Minute).Should(Equal(http.StatusOK))
 	g.Expect(statusOf("http://" + health + "/healthz")).To(Equal(http.StatusOK))
 	g.Expect(webhookProtocol(wh)).To(Equal("http/1.1"), "HTTP/2 is off on the webhook server (CVE-2023-44487)")
+	// The metrics server's certificate is self-signed (no --diagnostics-cert-dir): only the
+	// protocol it agrees to is asked here.
+	selfSigned := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // only the protocol agreed to is checked
+	g.Eventually(func() (string, error) { return negotiatedProtocol(diagnostics, selfSigned) }).WithTimeout(time.Minute).
+		Should(Equal("http/1.1"), "HTTP/2 is off on the metrics server (CVE-2023-44487)")
 
 	cluster := createCluster(ctx, g, ns, "k3s-a", nil)
 	// The ClusterCache connects to a Cluster whose infrastructure is provisioned, reading its
@@ -177,7 +190,7 @@ func TestRun(t *testing.T) {
 	g.Expect(cpe.Spec.Backend).To(Equal(v1alpha1.BackendK3s))
 	g.Expect(cpe.Spec.Mode).To(Equal(v1alpha1.ModeManage))
 
-	g.Eventually(func() (string, error) { return body("http://" + diagnostics + "/metrics") }).WithTimeout(time.Minute).Should(And(
+	g.Eventually(func() (string, error) { return scrape("https://" + diagnostics + "/metrics") }).WithTimeout(time.Minute).Should(And(
 		ContainSubstring(`etcdadapter_status_collect_errors 0`),
 		MatchRegexp(`etcdadapter_available\{backend="k3s",cluster="k3s-a",namespace="%s",reason="[A-Za-z]+"\} -1`, ns),
 		ContainSubstring(`controller_runtime_reconcile_total{controller="controlplaneetcd"`),
@@ -262,16 +275,6 @@ func statusOf(url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func body(url string) (string, error) {
-	resp, err := http.Get(url) //nolint:noctx // a local scrape
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
-}
-
 func createNamespace(ctx context.Context, g Gomega) string {
 	nsObj := newNamespace()
 	g.Expect(mgmt.Client.Create(ctx, nsObj)).To(Succeed())
@@ -319,12 +322,57 @@ func webhookProtocol(wh *envtest.WebhookInstallOptions) (string, error) {
 	if !roots.AppendCertsFromPEM(wh.LocalServingCAData) {
 		return "", fmt.Errorf("no CA certificate in envtest's webhook serving CA data")
 	}
-	conn, err := tls.Dial("tcp", net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort)), &tls.Config{
-		NextProtos: []string{"h2", "http/1.1"}, RootCAs: roots, MinVersion: tls.VersionTLS12,
-	})
+	return negotiatedProtocol(net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort)), &tls.Config{RootCAs: roots})
+}
+
+// negotiatedProtocol is the application protocol the TLS server at addr agrees to with a client
+// that offers HTTP/2 first, as Go's and the apiserver's clients do.
+func negotiatedProtocol(addr string, cfg *tls.Config) (string, error) {
+	cfg = cfg.Clone()
+	cfg.NextProtos, cfg.MinVersion = []string{"h2", "http/1.1"}, tls.VersionTLS12
+	conn, err := tls.Dial("tcp", addr, cfg)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = conn.Close() }() // only the handshake's outcome is asked for
 	return conn.ConnectionState().NegotiatedProtocol, nil
+}
+
+// metricsScraper makes a ServiceAccount bound to config/rbac's metrics-reader ClusterRole, as a
+// Prometheus is, and returns a scrape with its token. The metrics server's certificate is
+// self-signed (no --diagnostics-cert-dir), so it is not verified.
+func metricsScraper(ctx context.Context, g Gomega, ns string) func(url string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prometheus"}}
+	g.Expect(mgmt.Client.Create(ctx, sa)).To(Succeed())
+	role := &rbacv1.ClusterRole{}
+	readYAML(g, filepath.Join("..", "..", "..", "config", "rbac", "metrics_reader_role.yaml"), role)
+	role.ObjectMeta = metav1.ObjectMeta{Name: "etcd-adapter-metrics-reader-" + ns}
+	g.Expect(mgmt.Client.Create(ctx, role)).To(Succeed())
+	g.Expect(mgmt.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+	})).To(Succeed())
+	token := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	g.Expect(mgmt.Client.SubResource("token").Create(ctx, sa, token)).To(Succeed())
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed certificate
+	}}
+	return func(url string) (string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+token.Status.Token)
+		resp, err := c.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+		}
+		return string(b), err
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -158,7 +159,28 @@ func (r *Reconciler) closeOrphanedRemoval(ctx context.Context, s *scope, held []
 	// Note: not a write-ahead (a pass that stops before writing it closes the record again);
 	// it is written at once like every other change of the record in the removal flow, so
 	// storedRemoval always says what is stored.
-	return r.persistRemoval(ctx, s)
+	if err := r.persistRemoval(ctx, s); err != nil {
+		return err
+	}
+	r.hookRemovedByHand(s, rec)
+	return nil
+}
+
+// hookRemovedByHand records, as a Warning Event, that the hook left the Machine of a removal
+// still in flight by other means than etcd-adapter: release closes the record before it takes
+// the hook off, so an open record of a Machine no longer held means someone else did. On the
+// Machine too while it is there.
+func (r *Reconciler) hookRemovedByHand(s *scope, rec v1alpha1.MemberRemovalStatus) {
+	msg := fmt.Sprintf("The etcd-adapter pre-terminate hook was taken off while the removal of etcd member %s was under way, not by etcd-adapter; "+
+		"who is not known (taking an annotation off leaves no field manager). The removal record is closed as %s",
+		rec.Member, s.cpe.Status.Removal.Result)
+	i := slices.IndexFunc(s.memberMachines(), func(m *clusterv1.Machine) bool { return m.Name == rec.MachineName })
+	if i < 0 {
+		r.Recorder.Event(s.cpe, corev1.EventTypeWarning, v1alpha1.EventHookRemovedByHand,
+			fmt.Sprintf("Machine %s (gone): %s", rec.MachineName, msg))
+		return
+	}
+	r.event(s, s.memberMachines()[i], corev1.EventTypeWarning, v1alpha1.EventHookRemovedByHand, msg)
 }
 
 // reconcileDeletingMachine moves one Machine's removal flow one step and says what it decided.
