@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,16 +112,16 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 // createNodes creates n Nodes with a large annotation, eight at a time.
 func createNodes(ctx context.Context, g Gomega, c client.Client, n int) {
 	annotation := strings.Repeat("x", hostileNodeAnnotationBytes)
-	createEach(ctx, g, n, func(i int) error {
+	g.Expect(env.CreateEach(ctx, n, func(ctx context.Context, i int) error {
 		return c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n-%05d", i), Annotations: map[string]string{"example.com/hostile": annotation}}})
-	})
+	})).To(Succeed())
 }
 
 // createEtcdPods creates n Pods in kube-system with the labels of kubeadm's etcd static Pod,
 // each named etcd-<node> of its Node's name and with a large annotation, eight at a time.
 func createEtcdPods(ctx context.Context, g Gomega, c client.Client, n int) {
 	annotation := strings.Repeat("x", hostileEtcdPodAnnotationBytes)
-	createEach(ctx, g, n, func(i int) error {
+	g.Expect(env.CreateEach(ctx, n, func(ctx context.Context, i int) error {
 		node := fmt.Sprintf("n-%05d", i)
 		return c.Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
@@ -132,39 +131,5 @@ func createEtcdPods(ctx context.Context, g Gomega, c client.Client, n int) {
 			},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.14-0"}}},
 		})
-	})
-}
-
-// createEach calls create for 0..n-1, eight at a time, and stops at the first error.
-func createEach(ctx context.Context, g Gomega, n int, create func(i int) error) {
-	next := make(chan int)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Go(func() {
-			for i := range next {
-				if err := create(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case err := <-errs:
-			close(next)
-			wg.Wait()
-			g.Expect(err).NotTo(HaveOccurred())
-		case <-ctx.Done():
-			close(next)
-			wg.Wait()
-			g.Expect(ctx.Err()).NotTo(HaveOccurred())
-		}
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	g.Expect(<-errs).NotTo(HaveOccurred())
+	})).To(Succeed())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,37 +99,18 @@ func TestManagerBesideHostileTenants(t *testing.T) {
 }
 
 // startHostileK3s starts a workload apiserver with hostileK3sNodes etcd-labelled Nodes, each with
-// a large annotation, created a few at a time.
+// a large annotation.
 func startHostileK3s(ctx context.Context, t *testing.T, g Gomega) *env.APIServer {
 	api, err := env.StartAPIServer(env.APIServerOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = api.Stop() })
 	big := strings.Repeat("x", hostileAnnotationBytes)
-	work := make(chan int)
-	errs := make(chan error, hostileK3sNodes)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range work {
-				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-					Name:        fmt.Sprintf("hostile-%04d", i),
-					Labels:      map[string]string{k3s.EtcdRoleLabel: "true"},
-					Annotations: map[string]string{"hostile.example.com/blob": big, k3s.KeysFor("k3s").NodeName: fmt.Sprintf("hostile-%04d-0123abcd", i)},
-				}}
-				if err := api.Client.Create(ctx, n); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range hostileK3sNodes {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		g.Expect(err).NotTo(HaveOccurred())
-	}
+	g.Expect(env.CreateEach(ctx, hostileK3sNodes, func(ctx context.Context, i int) error {
+		return api.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:        fmt.Sprintf("hostile-%04d", i),
+			Labels:      map[string]string{k3s.EtcdRoleLabel: "true"},
+			Annotations: map[string]string{"hostile.example.com/blob": big, k3s.KeysFor("k3s").NodeName: fmt.Sprintf("hostile-%04d-0123abcd", i)},
+		}})
+	})).To(Succeed())
 	return api
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -139,33 +138,15 @@ func addKeptLookalikes(n *corev1.Node) {
 // createHostileNodes creates count etcd-labelled Nodes carrying K3s's node-name annotation and
 // what mutate adds, a few at a time.
 func createHostileNodes(ctx context.Context, g Gomega, api *env.APIServer, count int, mutate func(*corev1.Node)) {
-	work := make(chan int)
-	var wg sync.WaitGroup
-	errs := make(chan error, count)
-	for range 8 {
-		wg.Go(func() {
-			for i := range work {
-				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-					Name:        fmt.Sprintf("hostile-%04d", i),
-					Labels:      map[string]string{k3s.EtcdRoleLabel: "true"},
-					Annotations: map[string]string{k3s.KeysFor("k3s").NodeName: fmt.Sprintf("hostile-%04d-0123abcd", i)},
-				}}
-				mutate(n)
-				if err := api.Client.Create(ctx, n); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range count {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		g.Expect(err).NotTo(HaveOccurred())
-	}
+	g.Expect(env.CreateEach(ctx, count, func(ctx context.Context, i int) error {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:        fmt.Sprintf("hostile-%04d", i),
+			Labels:      map[string]string{k3s.EtcdRoleLabel: "true"},
+			Annotations: map[string]string{k3s.KeysFor("k3s").NodeName: fmt.Sprintf("hostile-%04d-0123abcd", i)},
+		}}
+		mutate(n)
+		return api.Client.Create(ctx, n)
+	})).To(Succeed())
 }
 
 func TestTrimNode_bounds(t *testing.T) {
