@@ -5,4 +5,8 @@
 // reaches the ControlPlaneEtcd status, and the estimate for 1,000 clusters on one manager.
 //
 //	make bench-fleet
+//
+// TestManagerBesideHostileTenants, which make test runs, uses the same pieces to show the manager
+// binary beside a hostile workload cluster: its heap stays flat and a good Cluster's status keeps
+// following its etcd.
 package fleetbench

@@ -21,9 +21,9 @@ func TestMain(m *testing.M) {
 
 // startManagement starts the management cluster the manager binary watches: Cluster API's CRDs
 // and controllers, etcd-adapter's CRDs and webhook configuration (the manager runs with its
-// webhooks off, and the fleet creates no object they admit). It stops with b.
-func startManagement(ctx context.Context, b testing.TB) *env.Management {
-	b.Helper()
+// webhooks off, and the fleet creates no object they admit). It stops with tb.
+func startManagement(ctx context.Context, tb testing.TB) *env.Management {
+	tb.Helper()
 	root := filepath.Join("..", "..")
 	mgmt, err := env.StartManagementWith(ctx, env.ManagementOptions{
 		Scheme:            manager.Scheme(),
@@ -31,11 +31,11 @@ func startManagement(ctx context.Context, b testing.TB) *env.Management {
 		Webhooks:          &envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}},
 	})
 	if err != nil {
-		b.Fatalf("failed to start the management cluster: %v", err)
+		tb.Fatalf("failed to start the management cluster: %v", err)
 	}
-	b.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := mgmt.Stop(); err != nil {
-			b.Errorf("failed to stop the management cluster: %v", err)
+			tb.Errorf("failed to stop the management cluster: %v", err)
 		}
 	})
 	return mgmt
