@@ -26,7 +26,7 @@ const sampleInterval = 200 * time.Millisecond
 //   - two MemberRemove calls that reached one member's removal (removed, or already gone).
 type checker struct {
 	s       *scenario
-	prev    map[uint64]*pb.Member
+	prev    *listing
 	cli     *clientv3.Client
 	flagged map[string]bool
 	// seen are the Machines an earlier sample listed: only a Machine seen before can be gone (a
@@ -54,9 +54,20 @@ func (k *checker) run(ctx context.Context) {
 	}
 }
 
+// listing is a member list and the members whose etcd ran while it was read.
+type listing struct {
+	members map[uint64]*pb.Member
+	// running holds the members whose etcd ran just before or just after the list was read. A
+	// member's process is read at that time, not when a check runs: etcd ends a member's process
+	// once it is removed, so read later, a member the list still holds may have stopped because
+	// of a removal that came after the list (a voter of the list that was running when it was
+	// read would count as stopped, and a removal as losing quorum it never lost).
+	running map[uint64]bool
+}
+
 // list reads the member list from a started voter; nil when none answers (quorum lost, or
 // every member stopped), in which case the sample is skipped.
-func (k *checker) list(ctx context.Context) map[uint64]*pb.Member {
+func (k *checker) list(ctx context.Context) *listing {
 	if k.cli == nil {
 		cli, err := k.s.etcd.NewClient(ctx)
 		if err != nil {
@@ -66,15 +77,19 @@ func (k *checker) list(ctx context.Context) map[uint64]*pb.Member {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	running := k.s.runningIDs()
 	resp, err := k.cli.MemberList(cctx)
 	if err != nil {
 		_ = k.cli.Close()
 		k.cli = nil
 		return nil
 	}
-	out := map[uint64]*pb.Member{}
+	for id := range k.s.runningIDs() {
+		running[id] = true
+	}
+	out := &listing{members: map[uint64]*pb.Member{}, running: running}
 	for _, m := range resp.Members {
-		out[m.ID] = m
+		out.members[m.ID] = m
 	}
 	return out
 }
@@ -112,7 +127,7 @@ func (k *checker) sample(ctx context.Context) {
 		k.checkRemovals(k.prev, before, ms)
 		k.checkRemovals(before, after, ms)
 	}
-	k.checkHooks(after, ms)
+	k.checkHooks(after.members, ms)
 	k.checkDoubleRemovals()
 	k.prev = after
 	for name := range ms {
@@ -120,9 +135,9 @@ func (k *checker) sample(ctx context.Context) {
 	}
 }
 
-func (k *checker) checkRemovals(from, to map[uint64]*pb.Member, ms map[string]*clusterv1.Machine) {
-	for id, gone := range from {
-		if _, still := to[id]; still {
+func (k *checker) checkRemovals(from, to *listing, ms map[string]*clusterv1.Machine) {
+	for id, gone := range from.members {
+		if _, still := to.members[id]; still {
 			continue
 		}
 		who, byWorld := k.s.worldRemovedBy(id)
@@ -136,7 +151,7 @@ func (k *checker) checkRemovals(from, to map[uint64]*pb.Member, ms map[string]*c
 				k.flag("removed-needed/"+hex(id), "member %s/%x removed while its Machine %s is not deleting", gone.Name, id, rec.name)
 			}
 		}
-		voters, started := k.s.startedVoters(to)
+		voters, started := startedVoters(to.members, to.running)
 		if started < voters/2+1 {
 			k.flag("quorum/"+hex(id), "quorum lost after member %s/%x was removed: %d of %d voters started", gone.Name, id, started, voters)
 		}
@@ -186,20 +201,29 @@ func (k *checker) flag(key, format string, args ...any) {
 	k.s.violate(format, args...)
 }
 
-// startedVoters counts the voters of a member list and those whose etcd runs.
-func (s *scenario) startedVoters(list map[uint64]*pb.Member) (voters, started int) {
+// startedVoters counts the voters of a member list and those of them in running.
+func startedVoters(list map[uint64]*pb.Member, running map[uint64]bool) (voters, started int) {
 	for id, m := range list {
 		if m.IsLearner {
 			continue
 		}
 		voters++
-		for _, em := range s.etcd.Members() {
-			if em.ID() == id && em.Running() {
-				started++
-			}
+		if running[id] {
+			started++
 		}
 	}
 	return voters, started
+}
+
+// runningIDs is the set of members whose etcd runs now.
+func (s *scenario) runningIDs() map[uint64]bool {
+	out := map[uint64]bool{}
+	for _, em := range s.etcd.Members() {
+		if em.Running() {
+			out[em.ID()] = true
+		}
+	}
+	return out
 }
 
 func hex(id uint64) string { return fmt.Sprintf("%x", id) }

@@ -111,7 +111,7 @@ func canStop(s *scenario) bool {
 	if !ok {
 		return false
 	}
-	voters, started := s.startedVoters(list)
+	voters, started := startedVoters(list, s.runningIDs())
 	return started-1 >= voters/2+1
 }
 
