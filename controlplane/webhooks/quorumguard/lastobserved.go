@@ -29,8 +29,10 @@ type lastObservation struct {
 // unhealthySince, which is the evidence that survives. A member counts unhealthy when its Machine
 // is going (failed, not removed: without a hook that removes the member first, as in Observe
 // mode, that is what happens), its Machine has unhealthySince, or its recorded health is
-// Unhealthy.
-func assessLastObservation(st v1alpha1.ControlPlaneEtcdStatus, going []string) lastObservation {
+// Unhealthy. The member of a going Machine in removedFirst (a hook removes it before the
+// infrastructure goes: memberRemover) counts as removed instead, as ProjectChanges counts it when
+// etcd is observed.
+func assessLastObservation(st v1alpha1.ControlPlaneEtcdStatus, going, removedFirst []string) lastObservation {
 	if len(st.Members) == 0 {
 		return lastObservation{}
 	}
@@ -52,6 +54,9 @@ func assessLastObservation(st v1alpha1.ControlPlaneEtcdStatus, going []string) l
 		case ms.Health == v1alpha1.MemberUnhealthy:
 			out.unhealthy = append(out.unhealthy, fmt.Sprintf("%s (%s)", memberName(ms), ms.Reason))
 			mh.Health = etcd.Unhealthy
+		}
+		if ms.MachineName != "" && slices.Contains(removedFirst, ms.MachineName) {
+			continue
 		}
 		if ms.MachineName != "" && slices.Contains(going, ms.MachineName) {
 			mh.Health = etcd.Unhealthy

@@ -22,6 +22,7 @@ func Test_assessLastObservation(t *testing.T) {
 		name          string
 		status        v1alpha1.ControlPlaneEtcdStatus
 		going         []string
+		removedFirst  []string
 		wantObserved  bool
 		wantQuorum    etcd.QuorumState
 		wantUnhealthy []string
@@ -29,6 +30,15 @@ func Test_assessLastObservation(t *testing.T) {
 		{name: "3 members last seen healthy, marked Unknown by a network blip: deleting one holds",
 			status: recorded(3, v1alpha1.MemberUnknown), going: []string{"m-cp-0"},
 			wantObserved: true, wantQuorum: etcd.QuorumHolds},
+		{name: "2 members, deleting one whose member a hook removes first: the other is left, 1 of 1, holds",
+			status: recorded(2, v1alpha1.MemberUnknown), going: []string{"m-cp-1"}, removedFirst: []string{"m-cp-1"},
+			wantObserved: true, wantQuorum: etcd.QuorumHolds},
+		{name: "2 members, deleting one whose member nothing removes first: it fails, 1 of 2, lost",
+			status: recorded(2, v1alpha1.MemberUnknown), going: []string{"m-cp-1"},
+			wantObserved: true, wantQuorum: etcd.QuorumLost},
+		{name: "one member unhealthy since, deleting a healthy one a hook removes first: 1 of 2 left, lost",
+			status: withUnhealthySince(recorded(3, v1alpha1.MemberUnknown), "m-cp-2", since), going: []string{"m-cp-1"}, removedFirst: []string{"m-cp-1"},
+			wantObserved: true, wantQuorum: etcd.QuorumLost, wantUnhealthy: []string{"cp-2 (unhealthy since 2026-01-02T03:04:05Z)"}},
 		{name: "one member unhealthy since, deleting a healthy one: lost",
 			status: withUnhealthySince(recorded(3, v1alpha1.MemberUnknown), "m-cp-2", since), going: []string{"m-cp-1"},
 			wantObserved: true, wantQuorum: etcd.QuorumLost, wantUnhealthy: []string{"cp-2 (unhealthy since 2026-01-02T03:04:05Z)"}},
@@ -66,7 +76,7 @@ func Test_assessLastObservation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := assessLastObservation(tt.status, tt.going)
+			got := assessLastObservation(tt.status, tt.going, tt.removedFirst)
 			g.Expect(got.observed).To(Equal(tt.wantObserved))
 			if !tt.wantObserved {
 				return

@@ -86,12 +86,15 @@ func (g *Guard) project(d deletion, all []clusterv1.Machine, underWay []*cluster
 // ControlPlaneEtcd's status last recorded (assessLastObservation).
 func unobserved(d deletion, underWay []*clusterv1.Machine, err error) outcome {
 	cluster, cpe, m := d.cluster, d.cpe, d.m
-	going := []string{m.Name}
-	for _, u := range underWay {
+	var going, removedFirst []string
+	for _, u := range append(slices.Clip(underWay), m) {
 		going = append(going, u.Name)
+		if memberRemover(u, cpe, d.embeddedHook) != "" {
+			removedFirst = append(removedFirst, u.Name)
+		}
 	}
 	cause := etcd.SanitizeText(err.Error(), etcd.MaxTextBytes)
-	last := assessLastObservation(cpe.Status, going)
+	last := assessLastObservation(cpe.Status, going, removedFirst)
 	switch {
 	case !last.observed:
 		// Note: a Cluster whose etcd was never observed has nothing to decide on (a first
