@@ -73,7 +73,7 @@ func startJoinWatch(ctx context.Context, o *observer) *joinWatch {
 func (w *joinWatch) poll(ctx context.Context, o *observer) {
 	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if list, err := memberList(callCtx, o.e); err == nil {
+	if list, err := o.e.MemberList(callCtx); err == nil {
 		w.observeMembers(list, time.Now())
 	}
 	cpe, err := o.controlPlaneEtcd(callCtx)
@@ -87,20 +87,6 @@ func (w *joinWatch) poll(ctx context.Context, o *observer) {
 		}
 		w.mu.Unlock()
 	}
-}
-
-// memberList is etcd's linearizable member list through the running voters.
-func memberList(ctx context.Context, e *kcpenv.Env) (*clientv3.MemberListResponse, error) {
-	c := e.Etcd()
-	if c == nil {
-		return nil, fmt.Errorf("failed to list etcd members: etcd is not initialized")
-	}
-	cli, err := c.NewClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cli.Close() }()
-	return cli.MemberList(ctx)
 }
 
 func (w *joinWatch) observeMembers(list *clientv3.MemberListResponse, at time.Time) {

@@ -1,6 +1,8 @@
 package kcp
 
 import (
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"context"
 	"fmt"
 	"slices"
@@ -67,10 +69,8 @@ func (e *Env) NodeReady(ctx context.Context, machineName string) error {
 	return kl.SetReady(ctx)
 }
 
-// EtcdMembers returns the names of the workload cluster's etcd members as etcd itself lists
-// them (a linearizable MemberList through the running voters), sorted; a member that never
-// started has an empty name.
-func (e *Env) EtcdMembers(ctx context.Context) ([]string, error) {
+// MemberList is etcd's own member list (a linearizable MemberList through the running voters).
+func (e *Env) MemberList(ctx context.Context) (*clientv3.MemberListResponse, error) {
 	c := e.Etcd()
 	if c == nil {
 		return nil, fmt.Errorf("failed to list etcd members: etcd is not initialized")
@@ -80,7 +80,14 @@ func (e *Env) EtcdMembers(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer func() { _ = cli.Close() }()
-	resp, err := cli.MemberList(ctx)
+	return cli.MemberList(ctx)
+}
+
+// EtcdMembers returns the names of the workload cluster's etcd members as etcd itself lists
+// them (a linearizable MemberList through the running voters), sorted; a member that never
+// started has an empty name.
+func (e *Env) EtcdMembers(ctx context.Context) ([]string, error) {
+	resp, err := e.MemberList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("failed to list etcd members: %w", err)
 	}
